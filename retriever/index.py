@@ -1,0 +1,410 @@
+"""Incremental indexing: scan, prepare changed notes, write them atomically, embed.
+
+Files are the truth. A run compares size and mtime_ns with the database, re-reads only
+changed files, skips those whose bytes hash the same, replaces each note's rows in one
+transaction, removes deleted files, garbage-collects orphan passages and embeds passages
+that have no vector for the current model. Any interruption (Ctrl-C, kill -9) leaves a
+state the next run converges from.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import psycopg
+from retriever.chunk import CHUNKER_VERSION, Link
+from retriever.links import LinkResolver
+from retriever.redact import REDACTOR_VERSION
+
+from retriever import store
+from retriever.config import Settings
+from retriever.db import INDEX_LOCK_KEY, Database
+from retriever.embed import Embedder, EmbedderError, InvalidVectorError
+from retriever.lexical import NORMALISER_VERSION
+from retriever.prepare import PreparedDoc, PrepareJob, run_job
+from retriever.scan import FileInfo, scan_vault
+
+log = logging.getLogger(__name__)
+
+PIPELINE_VERSION = f"c{CHUNKER_VERSION}-n{NORMALISER_VERSION}-r{REDACTOR_VERSION}"
+WRITE_BATCH = 200  # notes per transaction in big runs (each note stays atomic)
+PARALLEL_THRESHOLD = 300  # below this many changed files, workers cost more than they save
+HNSW_THRESHOLD = 20_000  # exact cosine search is fast enough below this many vectors
+
+
+@dataclass(slots=True)
+class IndexReport:
+    vault: str
+    full: bool = False
+    files_seen: int = 0
+    files_changed: int = 0
+    files_unchanged: int = 0
+    files_touched: int = 0
+    files_deleted: int = 0
+    chunks_added: int = 0
+    chunks_removed: int = 0
+    passages_collected: int = 0
+    passages_embedded: int = 0
+    passages_pending: int = 0
+    vectors_refused: int = 0
+    links_resolved: int = 0
+    links_unresolved: int = 0
+    redactions: dict[str, int] = field(default_factory=dict)
+    model: str | None = None
+    embed_error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+class _StopFlag:
+    """Ctrl-C finishes the current batch, commits, and ends with a summary."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._previous: object = None
+
+    def __enter__(self) -> _StopFlag:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.event.is_set():  # second Ctrl-C: give up at once
+            raise KeyboardInterrupt
+        log.warning("interrupted: finishing the current notes, then stopping")
+        self.event.set()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _prepared(jobs: list[PrepareJob]) -> Iterator[object]:
+    if len(jobs) < PARALLEL_THRESHOLD or (os.cpu_count() or 1) < 2:
+        for job in jobs:
+            yield run_job(job)
+        return
+    workers = min(os.cpu_count() or 2, 4)
+    ctx = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_ignore_sigint) as pool:
+        yield from pool.map(run_job, jobs, chunksize=32)
+
+
+def index_vault(
+    db: Database,
+    settings: Settings,
+    *,
+    embedder: Embedder | None = None,
+    embed_error: str | None = None,
+    full: bool = False,
+    progress: ProgressFn | None = None,
+    stop: threading.Event | None = None,
+    wait_for_lock: bool = True,
+) -> IndexReport:
+    """Bring the index in line with the vault. Returns what was done."""
+    started = time.perf_counter()
+    vault = settings.resolved_vault()
+    report = IndexReport(vault=str(vault), full=full)
+    with db.connection() as lock_conn:
+        lock_conn.autocommit = True
+        if wait_for_lock:
+            lock_conn.execute("SELECT pg_advisory_lock(%s)", (INDEX_LOCK_KEY,))
+        else:
+            row = lock_conn.execute("SELECT pg_try_advisory_lock(%s)", (INDEX_LOCK_KEY,)).fetchone()
+            if not row or not row[0]:
+                report.warnings.append("another indexer is running; skipped")
+                return report
+        try:
+            with _StopFlag() as flag:
+                halt = stop or flag.event
+                if stop is not None:
+                    flag.event = stop
+                _run(db, settings, vault, report, embedder, embed_error, full, progress, halt)
+        finally:
+            lock_conn.execute("SELECT pg_advisory_unlock(%s)", (INDEX_LOCK_KEY,))
+            lock_conn.autocommit = False
+    report.seconds = round(time.perf_counter() - started, 3)
+    return report
+
+
+def _run(
+    db: Database,
+    settings: Settings,
+    vault: Path,
+    report: IndexReport,
+    embedder: Embedder | None,
+    embed_error: str | None,
+    full: bool,
+    progress: ProgressFn | None,
+    halt: threading.Event,
+) -> None:
+    scan = scan_vault(
+        vault, include=settings.include, exclude=settings.exclude, max_bytes=settings.max_file_bytes
+    )
+    report.skipped = scan.skipped_too_large + scan.skipped_escaping_links
+    for rel in scan.skipped_too_large:
+        report.warnings.append(f"{rel}: skipped, over {settings.max_file_bytes} bytes")
+    report.files_seen = len(scan.files)
+
+    with db.connection() as conn:
+        states = store.load_doc_states(conn)
+        version = store.get_meta(conn, "pipeline_version")
+        conn.commit()
+    if version != PIPELINE_VERSION and states:
+        full = True  # chunking/normalisation/redaction changed: re-derive everything
+        report.full = True
+
+    on_disk = {f.path: f for f in scan.files}
+    deleted = sorted(set(states) - set(on_disk))
+    jobs: list[PrepareJob] = []
+    for info in scan.files:
+        old = states.get(info.path)
+        if full or old is None or (old.size, old.mtime_ns) != (info.size, info.mtime_ns):
+            known = None if (full or old is None) else old.sha256
+            jobs.append(PrepareJob(str(vault), info.path, settings.chunk_min_chars,
+                                   settings.chunk_max_chars, known))  # fmt: skip
+    report.files_unchanged = report.files_seen - len(jobs)
+
+    structure_changed = bool(deleted) or any(j.path not in states for j in jobs)
+    with db.connection() as conn:
+        if deleted:
+            with conn.transaction():
+                report.chunks_removed += store.delete_documents(conn, deleted)
+                store.set_meta(conn, "links_pending", True)
+            report.files_deleted = len(deleted)
+        _write_changes(conn, jobs, report, progress, halt, structure_changed)
+        if not halt.is_set():
+            _resolve_links(conn, report, force=structure_changed)
+        with conn.transaction():
+            report.passages_collected = store.gc_passages(conn)
+            if not halt.is_set():
+                store.set_meta(conn, "pipeline_version", PIPELINE_VERSION)
+            store.set_meta(conn, "last_index", {"at": time.time(), "vault": str(vault)})
+        conn.commit()
+
+        report.model = embedder.model_id if embedder else None
+        report.embed_error = embed_error
+        if embedder is not None and not halt.is_set():
+            _embed_pending(conn, embedder, report, progress, halt, settings.embed_batch)
+        model = store.model_row(conn, embedder.fingerprint) if embedder else None
+        report.passages_pending = store.count_pending(conn, model[0] if model else None)
+        conn.commit()
+    report.interrupted = halt.is_set()
+
+
+def _write_changes(
+    conn: psycopg.Connection,
+    jobs: list[PrepareJob],
+    report: IndexReport,
+    progress: ProgressFn | None,
+    halt: threading.Event,
+    structure_changed: bool,
+) -> None:
+    redactions: Counter[str] = Counter()
+    batch: list[PreparedDoc] = []
+    touched: list[tuple[str, int, int]] = []
+    done = 0
+
+    def flush() -> None:
+        if not batch and not touched:
+            return
+        with conn.transaction():
+            # Writers of this run are serialised by the advisory lock; async commit is safe
+            # because files are the truth: a lost commit is simply re-indexed next run.
+            conn.execute("SET LOCAL synchronous_commit = off")
+            added, removed = store.write_documents(conn, batch)
+            store.touch_documents(conn, touched)
+            if batch:
+                store.set_meta(conn, "links_pending", True)
+        report.chunks_added += added
+        report.chunks_removed += removed
+        report.files_changed += len(batch)
+        report.files_touched += len(touched)
+        batch.clear()
+        touched.clear()
+
+    for result in _prepared(jobs):
+        done += 1
+        if isinstance(result, PreparedDoc):
+            batch.append(result)
+            redactions.update(result.redactions)
+            report.warnings.extend(result.warnings)
+            for kind, count in result.redactions.items():
+                log.warning("redacted %d %s credential(s) in %s", count, kind, result.path)
+        elif len(result) == 4:
+            touched.append((result[0], result[1], result[2]))  # type: ignore[misc]
+        else:
+            report.errors.append(f"{result[0]}: cannot read ({result[1]})")
+        if len(batch) >= WRITE_BATCH or len(touched) >= 5 * WRITE_BATCH:
+            flush()
+        if progress:
+            progress("index", done, len(jobs))
+        if halt.is_set():
+            break
+    flush()
+    report.redactions = dict(sorted(redactions.items()))
+
+
+def _resolve_links(conn: psycopg.Connection, report: IndexReport, *, force: bool) -> None:
+    """Resolve links the way Obsidian does, against the current set of notes and aliases."""
+    pending = store.get_meta(conn, "links_pending", False)
+    if not pending and not force:
+        return
+    docs = conn.execute("SELECT id, path, aliases FROM documents").fetchall()
+    resolver = LinkResolver([d[1] for d in docs], {d[1]: d[2] for d in docs if d[2]})
+    paths = {d[0]: d[1] for d in docs}
+    rows = conn.execute(
+        "SELECT ctid::text, doc_id, target, anchor, alias, kind, line, resolved FROM links"
+    ).fetchall()
+    updates: list[tuple[str, str | None]] = []
+    resolved = unresolved = 0
+    for ctid, doc_id, target, anchor, alias, kind, line, current in rows:
+        link = Link(target=target, kind=kind, line=line, anchor=anchor, alias=alias)
+        new = resolver.resolve(link, paths[doc_id])
+        if new is None:
+            unresolved += 1
+        else:
+            resolved += 1
+        if new != current:
+            updates.append((ctid, new))
+    with conn.transaction():
+        if updates:
+            conn.execute(
+                """
+                UPDATE links l SET resolved = u.resolved
+                FROM unnest(%s::text[], %s::text[]) AS u(ctid, resolved)
+                WHERE l.ctid = u.ctid::tid
+                """,
+                ([u[0] for u in updates], [u[1] for u in updates]),
+            )
+        store.set_meta(conn, "links_pending", False)
+    report.links_resolved = resolved
+    report.links_unresolved = unresolved
+
+
+def _embed_pending(
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    report: IndexReport,
+    progress: ProgressFn | None,
+    halt: threading.Event,
+    batch_size: int,
+) -> None:
+    with conn.transaction():
+        model = store.ensure_model(
+            conn, embedder.fingerprint, embedder.model_id, embedder.dimension
+        )
+        store.set_meta(conn, "model", {"fingerprint": embedder.fingerprint,
+                                       "model_id": embedder.model_id,
+                                       "dim": embedder.dimension})  # fmt: skip
+    total = store.count_pending(conn, model)
+    conn.commit()
+    refused: list[bytes] = []
+    done = 0
+    while not halt.is_set():
+        rows = store.pending_passages(conn, model, limit=batch_size, exclude=refused)
+        conn.commit()
+        if not rows:
+            break
+        hashes, vectors = _embed_rows(embedder, rows, refused, report)
+        if hashes:
+            with conn.transaction():
+                conn.execute("SET LOCAL synchronous_commit = off")
+                store.store_embeddings(conn, model, hashes, vectors)
+            report.passages_embedded += len(hashes)
+        done += len(rows)
+        if progress:
+            progress("embed", done, total)
+    report.vectors_refused = len(refused)
+    _ensure_vector_index(conn, model, embedder.dimension)
+
+
+def _embed_rows(
+    embedder: Embedder,
+    rows: Sequence[tuple[bytes, str]],
+    refused: list[bytes],
+    report: IndexReport,
+) -> tuple[list[bytes], object]:
+    import numpy as np
+
+    texts = [r[1] for r in rows]
+    try:
+        return [r[0] for r in rows], embedder.embed(texts)
+    except InvalidVectorError as exc:
+        if len(rows) == 1:
+            refused.append(rows[0][0])
+            report.warnings.append(f"refused a vector for passage {rows[0][0].hex()[:12]}: {exc}")
+            return [], np.zeros((0, embedder.dimension), dtype=np.float32)
+        log.warning("embedder returned invalid vectors (%s); isolating the bad passages", exc)
+    except EmbedderError as exc:
+        report.embed_error = str(exc)
+        refused.extend(r[0] for r in rows)
+        return [], np.zeros((0, embedder.dimension), dtype=np.float32)
+    # Isolate invalid vectors one passage at a time so the good ones are still stored.
+    keep: list[bytes] = []
+    vecs = []
+    for h, text in rows:
+        got_h, got_v = _embed_rows(embedder, [(h, text)], refused, report)
+        if got_h:
+            keep.extend(got_h)
+            vecs.append(got_v)
+    stacked = np.vstack(vecs) if vecs else np.zeros((0, embedder.dimension), dtype=np.float32)
+    return keep, stacked
+
+
+def _ensure_vector_index(conn: psycopg.Connection, model: int, dim: int) -> None:
+    """HNSW index for this model once exact search would cost more than the index."""
+    row = conn.execute("SELECT count(*) FROM embeddings WHERE model = %s", (model,)).fetchone()
+    if not row or row[0] < HNSW_THRESHOLD:
+        conn.commit()
+        return
+    name = f"embeddings_hnsw_m{model}"
+    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
+    if exists and exists[0]:
+        conn.commit()
+        return
+    log.info("building the HNSW index for %d vectors", row[0])
+    conn.execute("SET maintenance_work_mem = '512MB'")
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS {name} ON embeddings USING hnsw "
+        f"((vec::halfvec({int(dim)})) halfvec_cosine_ops) WHERE model = {int(model)}"
+    )
+    conn.commit()
+
+
+def changed_files(db: Database, settings: Settings) -> tuple[int, list[FileInfo], list[str]]:
+    """(notes on disk, files whose size/mtime differ from the index, indexed paths gone)."""
+    scan = scan_vault(settings.resolved_vault(), include=settings.include,
+                      exclude=settings.exclude, max_bytes=settings.max_file_bytes)  # fmt: skip
+    with db.connection() as conn:
+        states = store.load_doc_states(conn)
+        conn.commit()
+    changed = [
+        f for f in scan.files
+        if (s := states.get(f.path)) is None or (s.size, s.mtime_ns) != (f.size, f.mtime_ns)
+    ]  # fmt: skip
+    deleted = sorted(set(states) - {f.path for f in scan.files})
+    return len(scan.files), changed, deleted

@@ -1,0 +1,263 @@
+"""Lexical side: one normaliser for index and query time, and Okapi BM25 scored in Postgres.
+
+Normalisation: NFKC, accents folded, identifiers split (camelCase, snake_case, kebab-case,
+dotted) while the whole identifier is kept as a token too, English and French stopwords
+dropped, cheap stemming. Numbers and version strings survive whole.
+
+Storage: each chunk (and each document) carries parallel arrays ``terms``/``tfs`` (weighted
+term frequencies: title and headings count more than body) and a length. A GIN index on
+``terms`` finds candidates; BM25 itself is computed in SQL with IDF from the ``lexicon``
+table, which the indexer keeps in step inside the same transactions.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import psycopg
+
+NORMALISER_VERSION = "1"
+
+# Field weights for BM25F-style weighted term frequency.
+TITLE_WEIGHT = 2.0
+HEADING_WEIGHT = 1.5
+TAG_WEIGHT = 1.5
+BODY_WEIGHT = 1.0
+
+_STOP_EN = """
+a about above after again against all am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from further
+had has have having he her here hers herself him himself his how i if in into is it its
+itself just me more most my myself no nor not now of off on once only or other our ours
+ourselves out over own same she should so some such than that the their theirs them
+themselves then there these they this those through to too under until up very was we were
+what when where which while who whom why will with would you your yours yourself yourselves
+also may might must shall us let get got yes via etc e g eg ie
+""".split()
+_STOP_FR = """
+au aux avec ce ces cet cette dans de des du elle elles en et eux il ils je la le les leur
+leurs lui ma mais me meme mes moi mon ne nos notre nous on ou par pas pour qu que qui sa se
+ses son sur ta te tes toi ton tu un une vos votre vous c d j l a m n s t y ete etre etais
+etait avais avait ai as avons avez ont sont suis es est sommes etes fut furent sera seront
+serait aussi donc or ni car si tres plus moins comme cela ceci ca quand alors ainsi tout
+tous toute toutes dont ici
+""".split()
+
+
+def fold(text: str) -> str:
+    """NFKC, strip accents, lowercase; ligatures œ/æ/ß expanded."""
+    text = unicodedata.normalize("NFKC", text)
+    text = text.replace("œ", "oe").replace("Œ", "OE").replace("æ", "ae").replace("Æ", "AE")
+    decomposed = unicodedata.normalize("NFKD", text)
+    stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return stripped.lower().replace("ß", "ss")
+
+
+STOPWORDS: frozenset[str] = frozenset(fold(w) for w in _STOP_EN + _STOP_FR)
+
+# A "word" is letters/digits possibly joined by identifier connectors (. _ - / ').
+# Apostrophes split words (French elision: l'été -> été; English: user's -> user).
+_WORD = re.compile(r"[^\W_]+(?:[._\-][^\W_]+)*|_+[^\W_]+(?:[._\-][^\W_]+)*", re.UNICODE)
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_SPLIT = re.compile(r"[._\-/]+")
+_NUMERIC = re.compile(r"^v?\d+(?:[._\-]\d+)*[a-z]?$")
+
+_SUFFIXES = (
+    # English and French inflections, longest first; we only need a cheap, consistent stem.
+    "ational", "issements", "issement", "ements", "ement", "ations", "ation", "ments", "ment",
+    "ings", "ing", "ness", "ities", "ite", "ity", "ives", "ive", "euses", "euse", "eux",
+    "iers", "ier", "ies", "ied", "ees", "ers", "er", "es", "ed", "ly", "s", "e",
+)  # fmt: skip
+STEM_PREFIX = 7
+
+
+@lru_cache(maxsize=200_000)
+def stem(token: str) -> str:
+    """Light suffix stripping, then prefix truncation (keeps stems cheap and language-neutral)."""
+    if len(token) <= 3 or not token.isalpha():
+        return token
+    for suffix in _SUFFIXES:
+        if token.endswith(suffix) and len(token) - len(suffix) >= 3:
+            token = token[: -len(suffix)]
+            break
+    return token[:STEM_PREFIX]
+
+
+def _word_tokens(word: str) -> list[str]:
+    """Tokens for one raw word: the whole (folded) identifier plus its stemmed parts."""
+    folded = fold(word)
+    if not folded:
+        return []
+    if _NUMERIC.match(folded):
+        return [folded]  # numbers and version strings survive whole
+    parts: list[str] = []
+    for piece in _SPLIT.split(word):
+        if not piece:
+            continue
+        sub = _CAMEL.findall(piece) if not piece.islower() else [piece]
+        parts.extend(fold(s) for s in sub if s)
+    if len(parts) <= 1:
+        if folded in STOPWORDS or (len(folded) == 1 and not folded.isdigit()):
+            return []
+        return [stem(folded)]
+    out = [folded]  # the whole identifier, unstemmed
+    for part in parts:
+        if part and part not in STOPWORDS and (len(part) > 1 or part.isdigit()):
+            out.append(stem(part))
+    return out
+
+
+def tokenize(text: str) -> list[str]:
+    """Normalised tokens of ``text`` (the same function at index and query time)."""
+    tokens: list[str] = []
+    for match in _WORD.finditer(text):
+        tokens.extend(_word_tokens(match.group()))
+    return tokens
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalData:
+    terms: list[str]
+    tfs: list[float]
+    length: float
+
+
+def weighted_terms(fields: Iterable[tuple[str, float]]) -> LexicalData:
+    """Weighted term frequencies over several fields (text, weight)."""
+    counts: Counter[str] = Counter()
+    length = 0.0
+    for text, weight in fields:
+        if not text:
+            continue
+        for token in tokenize(text):
+            counts[token] += weight
+            length += weight
+    terms = sorted(counts)
+    return LexicalData(terms, [counts[t] for t in terms], length)
+
+
+def query_terms(text: str) -> Counter[str]:
+    """Query-side tokens with multiplicity; empty when the text holds only stopwords."""
+    return Counter(tokenize(text[:20_000]))
+
+
+def idf(n: float, df: float) -> float:
+    """BM25 IDF as Lucene computes it: never negative, even for very common terms."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+# --- BM25 in Postgres -----------------------------------------------------------------
+
+_SCORE_SQL = """
+SELECT t.{key} AS key, s.score
+FROM {table} t
+CROSS JOIN LATERAL (
+    SELECT sum(q.w * x.tf * (%(k1)s + 1) / (x.tf + %(k1)s * (1 - %(b)s + %(b)s * t.len / %(avg)s)))
+           AS score
+    FROM unnest(%(terms)s::text[], %(weights)s::float8[]) AS q(term, w)
+    CROSS JOIN LATERAL (SELECT t.tfs[array_position(t.terms, q.term)] AS tf) x
+    WHERE x.tf IS NOT NULL
+) s
+WHERE t.terms && %(essential)s::text[] {extra}
+ORDER BY s.score DESC, t.{key}
+LIMIT %(limit)s
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class BM25Params:
+    k1: float = 1.2
+    b: float = 0.75
+
+
+@dataclass(frozen=True, slots=True)
+class QueryStats:
+    terms: list[str]
+    weights: list[float]  # idf * query term frequency
+    n: float
+    avg_len: float
+
+
+def collection_stats(
+    conn: psycopg.Connection, terms: Sequence[str], *, level: str = "chunk"
+) -> tuple[float, float, dict[str, int]]:
+    """(N, average length, df per term) for chunk- or document-level BM25."""
+    row = conn.execute(
+        "SELECT n_chunks, sum_len, n_docs, sum_doc_len FROM lex_stats WHERE id = 1"
+    ).fetchone()
+    assert row is not None
+    n, total = (row[0], row[1]) if level == "chunk" else (row[2], row[3])
+    column = "df" if level == "chunk" else "ddf"
+    dfs = dict(
+        conn.execute(
+            f"SELECT term, {column} FROM lexicon WHERE term = ANY(%s) AND {column} > 0",
+            (list(terms),),
+        ).fetchall()
+    )
+    avg = (total / n) if n else 1.0
+    return float(n), float(avg or 1.0), dfs
+
+
+def bm25_search(
+    conn: psycopg.Connection,
+    query: Counter[str],
+    *,
+    limit: int,
+    params: BM25Params = BM25Params(),
+    level: str = "chunk",
+    extra_sql: str = "",
+    extra_params: dict[str, object] | None = None,
+    candidate_cap: int = 4000,
+) -> list[tuple[int, float]]:
+    """Exact top-``limit`` Okapi BM25 over chunks (or documents), scored in SQL.
+
+    MaxScore-style pruning keeps it fast without changing the answer: candidates first come
+    only from the rarer ("essential") terms; if the best ``limit`` scores found that way
+    beat everything the common terms alone could add, the result is exact, else we widen.
+    """
+    if not query or limit <= 0:
+        return []
+    n, avg, dfs = collection_stats(conn, list(query), level=level)
+    present = [t for t in query if t in dfs]
+    if not present or n == 0:
+        return []
+    weights = {t: idf(n, dfs[t]) * query[t] for t in present}
+    ordered = sorted(present, key=lambda t: (dfs[t], t))  # rarest first
+    bound = {t: weights[t] * (params.k1 + 1) for t in present}  # max contribution of a term
+
+    table, key = ("chunks", "id") if level == "chunk" else ("documents", "id")
+    sql = _SCORE_SQL.format(table=table, key=key, extra=extra_sql)
+    base = {
+        "k1": params.k1,
+        "b": params.b,
+        "avg": avg,
+        "terms": present,
+        "weights": [weights[t] for t in present],
+        "limit": limit,
+        **(extra_params or {}),
+    }
+
+    essential: list[str] = []
+    budget = 0
+    for term in ordered:
+        if essential and budget + dfs[term] > candidate_cap:
+            break
+        essential.append(term)
+        budget += dfs[term]
+    while True:
+        rows = conn.execute(sql, {**base, "essential": essential}).fetchall()
+        rest = [t for t in ordered if t not in essential]
+        if not rest:
+            break
+        ceiling = sum(bound[t] for t in rest)  # best score a passage without essentials gets
+        if len(rows) >= limit and rows[-1][1] > ceiling:
+            break
+        # Not provably exact yet: bring in the next rarest term and try again.
+        essential = [*essential, rest[0]]
+    return [(int(r[0]), float(r[1])) for r in rows]

@@ -1,0 +1,198 @@
+"""Turn one note file into everything the index stores (pure: no database).
+
+Runs in worker processes during big index runs, so it only takes and returns plain data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from retriever.chunk import Link, parse_note
+from retriever.redact import redact
+
+from retriever.budget import estimate_tokens
+from retriever.lexical import (
+    BODY_WEIGHT,
+    HEADING_WEIGHT,
+    TAG_WEIGHT,
+    TITLE_WEIGHT,
+    weighted_terms,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class PreparedChunk:
+    ordinal: int
+    passage_hash: bytes
+    text: str
+    tokens: int
+    heading_trail: list[str]
+    start_line: int
+    end_line: int
+    content_type: str
+    terms: list[str]
+    tfs: list[float]
+    length: float
+
+
+@dataclass(slots=True)
+class PreparedDoc:
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: bytes
+    title: str
+    frontmatter: dict[str, object]
+    tags: list[str]
+    aliases: list[str]
+    note_type: str | None
+    created: str | None
+    updated: str | None
+    encoding: str
+    chunks: list[PreparedChunk]
+    links: list[Link]
+    terms: list[str]
+    tfs: list[float]
+    length: float
+    redactions: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+
+
+def decode_note(raw: bytes) -> tuple[str, str]:
+    """Decode note bytes: UTF-8 (BOM stripped), else cp1252, else latin-1 (never fails)."""
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    try:
+        return raw.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        pass
+    try:
+        return raw.decode("cp1252"), "cp1252"
+    except UnicodeDecodeError:
+        return raw.decode("latin-1"), "latin-1"
+
+
+def normalise_passage(text: str) -> str:
+    """The text a passage is keyed by: NFC, trailing spaces dropped, outer blank lines trimmed."""
+    lines = unicodedata.normalize("NFC", text).split("\n")
+    return "\n".join(line.rstrip() for line in lines).strip("\n")
+
+
+def passage_hash(normalised: str) -> bytes:
+    return hashlib.sha256(normalised.encode("utf-8")).digest()
+
+
+def prepare_text(
+    path: str,
+    raw: bytes,
+    *,
+    size: int,
+    mtime_ns: int,
+    min_chars: int,
+    max_chars: int,
+) -> PreparedDoc:
+    text, encoding = decode_note(raw)
+    warnings: list[str] = []
+    if encoding != "utf-8":
+        warnings.append(f"{path}: not valid UTF-8, decoded as {encoding}")
+    # Redact the whole note first (frontmatter and comments included): nothing unredacted
+    # is parsed, stored or embedded. Line structure is preserved, so citations stay right.
+    text, redactions = redact(text)
+    note = parse_note(text, path, min_chars=min_chars, max_chars=max_chars)
+    if note.frontmatter_error:
+        warnings.append(f"{path}: frontmatter ignored ({note.frontmatter_error})")
+    title_text = " ".join([note.title, *note.aliases])
+    tag_text = " ".join(note.tags)
+    chunks: list[PreparedChunk] = []
+    body_parts: list[str] = []
+    for chunk in note.chunks:
+        normalised = normalise_passage(chunk.text)
+        if not normalised.strip():
+            continue
+        body_parts.append(normalised)
+        headings = " ".join(chunk.heading_trail[1:])
+        lex = weighted_terms(
+            [
+                (title_text, TITLE_WEIGHT),
+                (headings, HEADING_WEIGHT),
+                (tag_text, TAG_WEIGHT),
+                (normalised, BODY_WEIGHT),
+            ]
+        )
+        chunks.append(
+            PreparedChunk(
+                ordinal=len(chunks),
+                passage_hash=passage_hash(normalised),
+                text=normalised,
+                tokens=estimate_tokens(normalised),
+                heading_trail=list(chunk.heading_trail),
+                start_line=chunk.start_line,
+                end_line=chunk.end_line,
+                content_type=chunk.content_type,
+                terms=lex.terms,
+                tfs=lex.tfs,
+                length=lex.length,
+            )
+        )
+    doc_lex = weighted_terms(
+        [(title_text, TITLE_WEIGHT), (tag_text, TAG_WEIGHT), ("\n".join(body_parts), BODY_WEIGHT)]
+    )
+    return PreparedDoc(
+        path=path,
+        size=size,
+        mtime_ns=mtime_ns,
+        sha256=hashlib.sha256(raw).digest(),
+        title=note.title,
+        frontmatter=note.frontmatter,
+        tags=note.tags,
+        aliases=note.aliases,
+        note_type=note.note_type,
+        created=note.created,
+        updated=note.updated,
+        encoding=encoding,
+        chunks=chunks,
+        links=note.links,
+        terms=doc_lex.terms,
+        tfs=doc_lex.tfs,
+        length=doc_lex.length,
+        redactions=redactions,
+        warnings=warnings,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareJob:
+    vault: str
+    path: str
+    min_chars: int
+    max_chars: int
+    known_sha: bytes | None  # skip parsing when the bytes did not change
+
+
+def run_job(job: PrepareJob) -> PreparedDoc | tuple[str, int, int, bytes] | tuple[str, str]:
+    """Worker entry point. Returns a PreparedDoc, or (path, size, mtime, sha) when unchanged
+    content only needs its stat refreshed, or (path, error) when the file cannot be read."""
+    full = Path(job.vault) / job.path
+    try:
+        st = full.stat()
+        raw = full.read_bytes()
+    except OSError as exc:
+        return (job.path, exc.strerror or type(exc).__name__)
+    sha = hashlib.sha256(raw).digest()
+    if job.known_sha is not None and sha == job.known_sha:
+        return (job.path, st.st_size, st.st_mtime_ns, sha)
+    return prepare_text(
+        job.path,
+        raw,
+        size=st.st_size,
+        mtime_ns=st.st_mtime_ns,
+        min_chars=job.min_chars,
+        max_chars=job.max_chars,
+    )

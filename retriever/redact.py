@@ -1,0 +1,892 @@
+"""Scrub credentials from a note's text before anything is stored or embedded.
+
+:func:`redact` runs on the whole note (frontmatter, HTML comments and code fences included)
+and replaces every secret token by ``[REDACTED:kind]``. For ``key = value`` secrets only
+the value is replaced, so the text stays searchable (``DB_PASSWORD=[REDACTED:password]``).
+
+Guarantees the indexer relies on:
+
+* Line structure is preserved: no replacement contains or removes a line break, except a
+  multi-line private-key block, which becomes the marker followed by exactly the line
+  breaks the block spanned (``\\r\\n`` kept as ``\\r\\n``). Lines without a secret are
+  byte-identical, so ``path:start-end`` citations stay right.
+* Idempotent: markers are never matched again, so a second pass changes and counts nothing.
+* Linear time: every pattern is anchored by a look-behind boundary or a literal prefix,
+  quantifiers are bounded where they could backtrack, and each rule is skipped unless a
+  cheap substring hint occurs in the text.
+
+Kinds: see :data:`KINDS`. Deliberately not covered (too ambiguous without a key name):
+bare high-entropy strings in prose, passphrases made of plain words, the Twilio account
+SID itself (an identifier; its auth token is redacted), AWS pre-signed URL signatures
+(hex, short-lived) and secrets split across lines other than PEM blocks.
+
+The module never logs or raises with a secret value; callers log kinds and file names.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import math
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+# Bump whenever a rule changes: stored text redacted by an older version must be re-indexed.
+REDACTOR_VERSION = "1"
+
+KINDS: tuple[str, ...] = (
+    "private_key",
+    "openai_key",
+    "anthropic_key",
+    "openrouter_key",
+    "groq_key",
+    "github_token",
+    "gitlab_token",
+    "aws_access_key_id",
+    "aws_secret_key",
+    "gcp_api_key",
+    "gcp_client_secret",
+    "gcp_access_token",
+    "azure_key",
+    "stripe_key",
+    "slack_token",
+    "slack_webhook",
+    "discord_webhook",
+    "discord_token",
+    "twilio",
+    "sendgrid_key",
+    "npm_token",
+    "pypi_token",
+    "huggingface_token",
+    "telegram_bot_token",
+    "jwt",
+    "url_password",
+    "bearer_token",
+    "basic_auth",
+    "password",
+    "secret",
+    "generic_high_entropy",
+)
+
+_MARK = "[REDACTED:"
+# Every character str.splitlines() treats as a line break: values must never contain one.
+_LINE_BREAKS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_BREAK_RE = re.compile("\r\n|[" + _LINE_BREAKS + "]")
+
+_Edit = tuple[int, int, str]
+
+
+def _marker(kind: str) -> str:
+    return f"{_MARK}{kind}]"
+
+
+def _splice(text: str, edits: list[_Edit]) -> str:
+    """Apply sorted, non-overlapping (start, end, replacement) edits."""
+    if not edits:
+        return text
+    parts: list[str] = []
+    last = 0
+    for start, end, rep in edits:
+        parts.append(text[last:start])
+        parts.append(rep)
+        last = end
+    parts.append(text[last:])
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------- value heuristics
+
+_LOWER = re.compile(r"[a-z]")
+_UPPER = re.compile(r"[A-Z]")
+_DIGIT = re.compile(r"[0-9]")
+_CAMEL_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_WORD_SPLIT = re.compile(r"[-_.\s/]+")
+_ALPHA_RUN = re.compile(r"[a-z]+")
+_HEXLIKE = re.compile(r"[0-9a-f]+|[0-9A-F]+")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+_MASK_CHARS = frozenset("xX*•#0")
+
+# Values that are obviously not a secret when they stand alone (compared lowercased).
+_KEEP_WORDS = frozenset(
+    """
+    true false yes no on off none null nil undefined nan empty unset blank tbd tba todo fixme
+    n/a na - required optional hidden masked redacted sensitive encrypted hashed default
+    string str bytes text varchar char int integer number bool boolean object any unknown
+    secretstr secretbytes password passwd passphrase passcode pass pwd secret secrets token tokens key apikey
+    api_key credential credentials auth bearer basic changeme change_me changeit example
+    sample test dummy placeholder value env environment foo bar baz
+    """.split()
+)
+# A value containing one of these words is a placeholder (``your-token-here``).
+_PLACEHOLDER_WORDS = frozenset(
+    "your yours example placeholder changeme replaceme dummy redacted sample".split()
+)
+
+
+def _entropy(s: str) -> float:
+    n = len(s)
+    return -sum(c / n * math.log2(c / n) for c in Counter(s).values())
+
+
+def _alnum_classes(s: str) -> int:
+    return bool(_LOWER.search(s)) + bool(_UPPER.search(s)) + bool(_DIGIT.search(s))
+
+
+def _is_masked(s: str) -> bool:
+    """``xxxx``, ``****``, ``sk-proj-XXXXXXXX``, ``0000``: a masked or dummy value."""
+    if len(s) >= 3 and len(set(s)) <= 2:
+        return True
+    return sum(ch in _MASK_CHARS for ch in s) * 2 >= len(s)
+
+
+def _is_wordy(s: str) -> bool:
+    """Plain words or an identifier made of words (``my-app-key``, ``SecretStr``)."""
+    words: list[str] = []
+    for part in _WORD_SPLIT.split(s):
+        if not part:
+            continue
+        if not (part.isascii() and part.isalpha()):
+            return False
+        words.extend(_CAMEL_WORD.findall(part))
+    # Random mixed-case letters split into many tiny "words"; real words are longer.
+    return bool(words) and max(map(len, words)) <= 24 and sum(map(len, words)) >= 3 * len(words)
+
+
+def _is_multiword(s: str) -> bool:
+    parts = [p for p in _WORD_SPLIT.split(s) if p]
+    return len(parts) >= 2 and all(p.isascii() and p.isalpha() for p in parts)
+
+
+def _is_placeholder(value: str) -> bool:
+    s = value.strip()
+    if not s or s.startswith(_MARK):
+        return True
+    low = s.lower()
+    if low in _KEEP_WORDS or s[0] in "$%<{[":  # ${VAR}, $VAR, %(x)s, <your-key>, {{ v }}, [..]
+        return True
+    if "..." in s or "…" in s or low.startswith(("enc[", "vault:")):
+        return True
+    if any(w in _PLACEHOLDER_WORDS for w in _ALPHA_RUN.findall(low)):
+        return True
+    return _is_masked(s)
+
+
+def _looks_random(v: str) -> bool:
+    """Loose test for a value under an explicit secret key (``api_key``, ``token``)."""
+    if len(v) < 8 or _is_wordy(v):
+        return False
+    ent = _entropy(v)
+    return (_alnum_classes(v) >= 2 and ent >= 2.5) or (len(v) >= 16 and ent >= 3.0)
+
+
+def _high_entropy(v: str) -> bool:
+    """Strict test for a value under an ambiguous key (``key``, ``session``, ``sig``)."""
+    if len(v) < 20 or _is_wordy(v) or _HEXLIKE.fullmatch(v) or _UUID.fullmatch(v):
+        return False  # hex and UUIDs there are hashes and ids far more often than secrets
+    return _alnum_classes(v) >= 2 and _entropy(v) >= 3.3
+
+
+def _vendor_ok(token: str) -> bool:
+    """A vendor-shaped token that is not a documented example, a mask or made of words."""
+    return not (_is_masked(token) or "example" in token.lower() or _is_wordy(token))
+
+
+def _userpass_b64(v: str) -> bool:
+    """True when ``v`` is base64 of ``user:password`` (HTTP Basic credentials)."""
+    if len(v) < 8 or len(v) % 4:
+        return False
+    try:
+        raw = base64.b64decode(v, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return False
+    user, sep, pw = raw.partition(":")
+    return bool(sep and user and pw) and raw.isprintable()
+
+
+# --------------------------------------------------------------------------- simple rules
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """One regex; the secret is ``group``; skipped unless a hint substring occurs."""
+
+    kind: str
+    regex: re.Pattern[str]
+    hints: tuple[str, ...]
+    group: str | int = 0
+    check: Callable[[str], bool] = _vendor_ok
+    kind_of: Callable[[re.Match[str]], str] | None = None
+    hints_ci: bool = False
+
+
+def _rule(
+    kind: str,
+    pattern: str,
+    hints: tuple[str, ...],
+    *,
+    group: str | int = 0,
+    check: Callable[[str], bool] = _vendor_ok,
+    kind_of: Callable[[re.Match[str]], str] | None = None,
+    flags: int = 0,
+) -> _Rule:
+    return _Rule(
+        kind,
+        re.compile(pattern, flags),
+        hints,
+        group,
+        check,
+        kind_of,
+        bool(flags & re.IGNORECASE),
+    )
+
+
+def _has_hint(text: str, hints: tuple[str, ...], ci: bool) -> bool:
+    if ci:
+        low = text.lower()
+        return any(h in low for h in hints)
+    return any(h in text for h in hints)
+
+
+def _apply_rule(rule: _Rule, text: str, counts: Counter[str]) -> str:
+    if not _has_hint(text, rule.hints, rule.hints_ci):
+        return text
+    edits: list[_Edit] = []
+    for m in rule.regex.finditer(text):
+        value = m.group(rule.group)
+        if not value or not rule.check(value):
+            continue
+        kind = rule.kind_of(m) if rule.kind_of else rule.kind
+        start, end = m.span(rule.group)
+        edits.append((start, end, _marker(kind)))
+        counts[kind] += 1
+    return _splice(text, edits)
+
+
+def _value_ok(v: str) -> bool:
+    return len(v) >= 8 and not _is_placeholder(v)
+
+
+def _token_ok(v: str) -> bool:
+    return not _is_placeholder(v) and _looks_random(v)
+
+
+def _password_ok(v: str) -> bool:
+    return len(v) >= 3 and not _is_placeholder(v) and not (v.isdigit() and len(v) <= 5)
+
+
+_TOKEN_END = r"(?![\w-])"
+
+# Order matters: the most specific prefixes first (sk-ant- before sk-), and everything that
+# can sit inside a larger structure (URL, header, assignment) before the structural rules,
+# which then see a marker and leave it alone.
+_VENDOR_RULES: tuple[_Rule, ...] = (
+    _rule("anthropic_key", r"(?<![\w-])sk-ant-[A-Za-z0-9_\-]{20,}", ("sk-ant-",)),
+    _rule("openrouter_key", r"(?<![\w-])sk-or-v\d+-[A-Za-z0-9]{20,}" + _TOKEN_END, ("sk-or-",)),
+    _rule(
+        "openai_key",
+        r"(?<![\w-])sk-(?!ant-|or-)(?:(?:proj|svcacct|admin|None)-)?[A-Za-z0-9_\-]{32,}",
+        ("sk-",),
+    ),
+    _rule("groq_key", r"(?<![\w-])gsk_[A-Za-z0-9]{20,}" + _TOKEN_END, ("gsk_",)),
+    _rule(
+        "github_token",
+        r"(?<![\w-])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{40,255})"
+        + _TOKEN_END,
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ),
+    _rule(
+        "gitlab_token",
+        r"(?<![\w-])gl(?:pat|dt|rt|ptt|cbt|oas|imt|ft|soat|agent|ffct|wt)-"
+        r"[A-Za-z0-9_\-]{20,}(?:\.[A-Za-z0-9_\-]+)*",
+        ("gl",),
+    ),
+    _rule(
+        "aws_access_key_id",
+        r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])",
+        ("AKIA", "ASIA", "ABIA", "ACCA", "A3T"),
+    ),
+    _rule("gcp_api_key", r"(?<![\w-])AIza[0-9A-Za-z_\-]{35}" + _TOKEN_END, ("AIza",)),
+    _rule("gcp_client_secret", r"(?<![\w-])GOCSPX-[0-9A-Za-z_\-]{20,}", ("GOCSPX-",)),
+    _rule("gcp_access_token", r"(?<![\w.-])ya29\.[0-9A-Za-z_\-]{20,}", ("ya29.",)),
+    # Azure AD client secrets carry a version digit and "Q~" at a fixed offset.
+    _rule(
+        "azure_key",
+        r"(?<![\w~.\-])[A-Za-z0-9_~.\-]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}(?![\w~.\-])",
+        ("Q~",),
+    ),
+    _rule(
+        "azure_key",
+        r"(?<!\w)(?:AccountKey|SharedAccessKey|SharedAccessSignature)[ \t]*=[ \t]*"
+        r"(?P<v>[^;\s\"'<>]+)",
+        ("accountkey", "sharedaccess"),
+        group="v",
+        check=_value_ok,
+        flags=re.IGNORECASE,
+    ),
+    # SAS token signature in a blob/queue URL.
+    _rule(
+        "azure_key",
+        r"(?<=[?&])sig=(?P<v>[A-Za-z0-9%+/=]{16,})",
+        ("sig=",),
+        group="v",
+        check=_token_ok,
+    ),
+    _rule(
+        "stripe_key",
+        r"(?<![\w-])(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,})"
+        + _TOKEN_END,
+        ("sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_"),
+    ),
+    _rule(
+        "slack_webhook",
+        r"https://hooks\.slack\.com/(?:services|workflows|triggers)/(?P<v>[A-Za-z0-9_/\-]{16,})",
+        ("hooks.slack.com",),
+        group="v",
+    ),
+    _rule(
+        "slack_token",
+        r"(?<![\w-])(?:xox[abposer]-|xoxe\.xox[bp]-|xapp-)[A-Za-z0-9\-]{10,}" + _TOKEN_END,
+        ("xox", "xapp-"),
+    ),
+    _rule(
+        "discord_webhook",
+        r"https://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/"
+        r"(?P<v>\d+/[A-Za-z0-9_\-]{20,})",
+        ("discord",),
+        group="v",
+    ),
+    _rule("twilio", r"(?<![A-Za-z0-9])SK[0-9a-fA-F]{32}(?![A-Za-z0-9])", ("SK",)),
+    _rule(
+        "sendgrid_key",
+        r"(?<![\w.-])SG\.[A-Za-z0-9_\-]{16,32}\.[A-Za-z0-9_\-]{16,64}" + _TOKEN_END,
+        ("SG.",),
+    ),
+    _rule("npm_token", r"(?<![\w-])npm_[A-Za-z0-9]{36}" + _TOKEN_END, ("npm_",)),
+    _rule("pypi_token", r"(?<![\w-])pypi-AgE[A-Za-z0-9_\-]{50,}", ("pypi-AgE",)),
+    _rule("huggingface_token", r"(?<![\w-])hf_[A-Za-z0-9]{30,}" + _TOKEN_END, ("hf_",)),
+    _rule(
+        "telegram_bot_token",
+        r"(?<![\w:])\d{8,10}:AA[A-Za-z0-9_\-]{30,40}" + _TOKEN_END,
+        (":AA",),
+    ),
+    _rule(
+        "jwt",
+        r"(?<![\w-])eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*",
+        ("eyJ",),
+    ),
+    # Discord bot token: base64 user id . timestamp . HMAC.
+    _rule(
+        "discord_token",
+        r"(?<![\w.-])[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}"
+        r"(?![\w.-])",
+        (".",),
+        check=lambda t: _vendor_ok(t) and _alnum_classes(t) == 3,
+    ),
+)
+
+
+def _auth_kind(m: re.Match[str]) -> str:
+    scheme = m.group("scheme")
+    return "basic_auth" if scheme and scheme.lower() == "basic" else "bearer_token"
+
+
+def _curl_user_kind(m: re.Match[str]) -> str:
+    return "twilio" if re.fullmatch(r"AC[0-9a-f]{32}", m.group("user")) else "basic_auth"
+
+
+_TOKEN68 = r"[A-Za-z0-9\-._~+/]+=*"
+
+_HEADER_RULES: tuple[_Rule, ...] = (
+    # Authorization / Proxy-Authorization headers: http dumps, curl -H, code dicts.
+    _rule(
+        "bearer_token",
+        r"(?<![\w-])(?:proxy-)?authorization[\"'`]?\]?[ \t]*[:=][ \t]*[\"'`]?[ \t]*"
+        r"(?:(?P<scheme>bearer|token|basic|apikey|api-key|key|sso-key)[ \t]+)?"
+        r"(?P<v>" + _TOKEN68 + ")",
+        ("authorization",),
+        group="v",
+        check=lambda v: len(v) >= 8 and not _is_placeholder(v) and not _is_wordy(v),
+        kind_of=_auth_kind,
+        flags=re.IGNORECASE,
+    ),
+    _rule(
+        "bearer_token",
+        r"(?<![\w-])[Bb]earer[ \t]+(?P<v>" + _TOKEN68 + ")",
+        ("earer",),
+        group="v",
+        check=_token_ok,
+    ),
+    _rule(
+        "basic_auth",
+        r"(?<![\w-])[Bb]asic[ \t]+(?P<v>[A-Za-z0-9+/]{6,}={0,2})(?![\w+/=-])",
+        ("asic",),
+        group="v",
+        check=_userpass_b64,
+    ),
+    # scheme://user:password@host; the password runs to the last '@' before the host.
+    _rule(
+        "url_password",
+        r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,30}://"
+        r"(?P<user>[^\s:@/?#\[\]\"'<>]{0,256}):(?P<v>[^\s/?#\"'<>]{1,256})@(?=[^\s@/?#\"'<>])",
+        ("://",),
+        group="v",
+        check=_password_ok,
+    ),
+    _rule(
+        "basic_auth",
+        r"(?<![\w-])(?:-u|--user)[ \t]+[\"']?(?P<user>[^\s:\"']+):(?P<v>[^\s\"']+)",
+        ("-u", "--user"),
+        group="v",
+        check=_password_ok,
+        kind_of=_curl_user_kind,
+    ),
+)
+
+
+# --------------------------------------------------------------------------- private keys
+
+_D5 = "-" * 5  # spelled out so no literal key header appears in this file
+_PEM_LABEL = r" [A-Z0-9 ]{0,40}?PRIV" + r"ATE KEY(?: BLOCK)?"
+_PEM_BEGIN = re.compile(_D5 + "BEGIN" + _PEM_LABEL + _D5)
+_PEM_END = re.compile(_D5 + "END" + _PEM_LABEL + _D5)
+_PEM_HINT = "PRIV" + "ATE KEY"
+_PEM_MAX_BODY = 200_000
+# Tail of a block whose END line is missing: base64 and header lines that follow, through
+# real newlines or the literal "\n" escapes of a JSON string.
+_NL = r"(?:\r\n|[\r\n]|\\n)"
+_PEM_TAIL = re.compile(
+    r"(?:"
+    + _NL
+    + r"[ \t]*(?:[A-Za-z0-9+/=]{16,}|=[A-Za-z0-9+/]{4}|"
+    r"(?:Proc-Type|DEK-Info|Comment|Version|Hash):[^\r\n\\\"]*)[ \t]*(?="
+    + _NL
+    + r"|[\"']|$)|"
+    + _NL
+    + r"(?="
+    + _NL
+    + r"))*"
+)
+
+
+def _redact_pem(text: str, counts: Counter[str]) -> str:
+    if _PEM_HINT not in text:
+        return text
+    edits: list[_Edit] = []
+    pos = 0
+    end_m: re.Match[str] | None = None
+    no_end_after = len(text) + 1  # memo: no END marker at or after this offset
+    begin = _PEM_BEGIN.search(text)
+    while begin is not None:
+        if begin.start() < pos:  # inside a block already replaced
+            begin = _PEM_BEGIN.search(text, pos)
+            continue
+        nxt = _PEM_BEGIN.search(text, begin.end())
+        if (end_m is None or end_m.start() < begin.end()) and begin.end() < no_end_after:
+            end_m = _PEM_END.search(text, begin.end())
+            if end_m is None:
+                no_end_after = begin.end()
+        terminated = (
+            end_m is not None
+            and end_m.start() >= begin.end()
+            and end_m.start() - begin.end() <= _PEM_MAX_BODY
+            and (nxt is None or nxt.start() > end_m.start())
+        )
+        if terminated and end_m is not None:
+            stop = end_m.end()
+        else:
+            tail = _PEM_TAIL.match(text, begin.end())
+            stop = tail.end() if tail else begin.end()
+            # Leave the final line break in place when the tail ended on one.
+            block = text[begin.end() : stop]
+            trimmed = re.sub(_NL + r"\Z", "", block)
+            stop = begin.end() + len(trimmed)
+        breaks = "".join(_BREAK_RE.findall(text, begin.start(), stop))
+        edits.append((begin.start(), stop, _marker("private_key") + breaks))
+        counts["private_key"] += 1
+        pos = stop
+        begin = nxt
+    return _splice(text, edits)
+
+
+# --------------------------------------------------------------------------- line-scoped rules
+
+
+def _line_spans(text: str, hint: re.Pattern[str]) -> list[tuple[int, int]]:
+    """(start, end) of each distinct line containing a match of ``hint``."""
+    spans: list[tuple[int, int]] = []
+    last_end = -1
+    for m in hint.finditer(text):
+        if m.start() <= last_end:
+            continue
+        start = max(text.rfind("\n", 0, m.start()), text.rfind("\r", 0, m.start())) + 1
+        end_n = [i for i in (text.find("\n", m.end()), text.find("\r", m.end())) if i != -1]
+        end = min(end_n) if end_n else len(text)
+        spans.append((start, end))
+        last_end = end
+    return spans
+
+
+def _scoped(
+    text: str,
+    counts: Counter[str],
+    hint: re.Pattern[str],
+    inner: re.Pattern[str],
+    kind: str,
+    check: Callable[[str], bool],
+) -> str:
+    edits: list[_Edit] = []
+    for start, end in _line_spans(text, hint):
+        for m in inner.finditer(text, start, end):
+            value = m.group("v")
+            if check(value):
+                edits.append((*m.span("v"), _marker(kind)))
+                counts[kind] += 1
+    return _splice(text, edits)
+
+
+# AWS secret access key: 40 base64-ish chars on a line that names it or holds the key id.
+_AWS_HINT = re.compile(
+    r"(?i)aws.{0,3}secret|secret.{0,3}access.{0,3}key|\[REDACTED:aws_access_key_id\]"
+)
+_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")
+# Twilio auth token: 32 hex on a line that holds an account SID.
+_TWILIO_HINT = re.compile(r"(?<![A-Za-z0-9])AC[0-9a-f]{32}(?![A-Za-z0-9])")
+_TWILIO_TOKEN = re.compile(r"(?<![A-Za-z0-9])(?P<v>[0-9a-f]{32})(?![A-Za-z0-9])")
+# ~/.netrc: "machine host login user password secret".
+_NETRC_HINT = re.compile(r"(?<![\w-])(?:machine|login|default)[ \t]+\S")
+_NETRC_PW = re.compile(r"(?<![\w-])(?:password|passwd)[ \t]+(?P<v>[^\s\"'`]+)")
+
+
+def _aws_secret_ok(v: str) -> bool:
+    return (
+        _alnum_classes(v) == 3
+        and _entropy(v) >= 3.5
+        and "example" not in v.lower()
+        and not _is_masked(v)
+    )
+
+
+def _redact_scoped(text: str, counts: Counter[str]) -> str:
+    low = text.lower()
+    if "secret" in low or "aws_access_key_id]" in text:
+        text = _scoped(text, counts, _AWS_HINT, _AWS_SECRET, "aws_secret_key", _aws_secret_ok)
+    if "AC" in text:
+        text = _scoped(text, counts, _TWILIO_HINT, _TWILIO_TOKEN, "twilio", _vendor_ok)
+    if "password" in low or "passwd" in low:
+        text = _scoped(
+            text,
+            counts,
+            _NETRC_HINT,
+            _NETRC_PW,
+            "password",
+            lambda v: _password_ok(v) and not _is_wordy(v) and len(v) >= 3,
+        )
+    return text
+
+
+# --------------------------------------------------------------------------- key = value
+
+# key, optional closing quote/bracket, then the separator. Only key + separator is consumed
+# so a non-credential match never swallows a credential assignment inside its value.
+_ASSIGN_RE = re.compile(
+    r"""
+    (?:(?<![\w.\-])(?P<dash>--)(?=[A-Za-z_])|(?<![\w.\-]))
+    (?P<key>[A-Za-z_][\w.\-]{0,79})
+    (?P<kq>["'`])?\]?\??(?:\*\*|__)?[ \t]*
+    (?:
+        (?P<ann>:[ \t]*[A-Za-z_][\w.]*(?:\[[\w.\[\], |]{0,40}\])?
+            (?:[ \t]*\|[ \t]*[A-Za-z_][\w.]*(?:\[[\w.\[\], |]{0,40}\])?){0,3}
+            [ \t]*=(?![=>~]))
+      | (?P<sep>:=|=>|=(?![=~])|:(?![:/\\=])|(?(kq),|(?!)))
+      | (?P<ws>(?(dash)(?<=[ \t])|(?!)))
+    )
+    """,
+    re.VERBOSE,
+)
+_VALUE_RE = re.compile(
+    r"""(?P<pad>[ \t]*)(?:\*\*)?[ \t]*
+    (?:
+        (?P<q>["'`])
+        (?P<qv>(?:\\[^\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]
+            |(?!(?P=q))[^\\\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029])*)
+        (?P=q)
+      | (?P<uv>[^\s"'`,;&<>)}\]]+)
+    )""",
+    re.VERBOSE,
+)
+_KEY_HINT = re.compile(
+    r"(?i)pass|pwd|pw|secret|token|key|auth|cred|sig|cookie|session|salt|hmac|sas|bearer|jwt|otp"
+)
+_CRED_WORD = re.compile(r"(?i)pass|pwd|secret|token|key|cred|auth")
+_CAMEL_SPLIT = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_SEG_SPLIT = re.compile(r"[^A-Za-z0-9]+")
+_CALL_OPEN = re.compile(r"\([ \t]*\Z")
+_PREV_WORD = re.compile(r"([A-Za-z]+)[ \t]\Z")
+_AFTER_WORD = re.compile(r"[ \t]+[A-Za-z][A-Za-z]+\b(?![=:])")
+_TYPE_NAME = re.compile(r"[A-Z][a-z]+(?:[A-Z][a-z0-9]*)*[?!]?")
+_DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
+_DIGITS = re.compile(r"\d+")
+_PATH = re.compile(r"(?:~|\.{1,2})?/[\w.\-/]*|[A-Za-z]:\\\S*")
+_FILE_EXT = re.compile(
+    r"\.(?:pem|key|crt|cer|der|p12|pfx|jks|keystore|json|ya?ml|toml|ini|cfg|conf|env|txt|gpg|asc)$",
+    re.IGNORECASE,
+)
+_WORD_TOKEN = re.compile(r"[(\"'`]?[A-Za-z][a-z]+(?:['’-][a-z]+)*[.,;:!?)\"'`]*")
+# API keys and tokens use this alphabet; `{`, `(`, `|`, `\` and friends mean code or syntax.
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9+/=_\-.~%]+")
+
+_PW_WORDS = frozenset("password passwd passwort passphrase passcode pwd pass pw pword".split())
+_SECRET_WORDS = frozenset("secret secrets token apikey credential credentials".split())
+_SECRET_SUFFIXES = (
+    "secret",
+    "token",
+    "apikey",
+    "accesskey",
+    "secretkey",
+    "privatekey",
+    "authkey",
+    "signingkey",
+    "masterkey",
+    "accountkey",
+)
+# "<qualifier> key" is a credential; a bare "key" is only weak evidence.
+_KEY_QUALIFIERS = frozenset(
+    """
+    api access secret private auth signing encryption encrypt decryption master account app
+    application session shared subscription client consumer license licence hmac webhook
+    service storage primary secondary admin server sas ssh crypto aes jwt bot
+    """.split()
+)
+_WEAK_WORDS = frozenset(
+    "key auth sig signature cookie session salt hmac sas cred creds otp jwt bearer passkey".split()
+)
+_WEAK_FRAGMENTS = ("password", "passwd", "secret", "token", "apikey", "privatekey", "accesskey")
+# Trailing key words that make the key describe something about a secret, not hold one.
+_VETO_LAST = frozenset(
+    """
+    hash hashed digest checksum sha sha1 sha256 sha512 md5 crc id ids name names file files
+    filename path paths dir url urls uri endpoint host length len count counts size type
+    types kind ttl expiry expires expiration lifetime timeout policy field fields header
+    param prefix suffix format regex pattern pat env var ref hint label description desc help
+    prompt min max limit mode method strategy provider store manager reset rotation enabled
+    required location version usage budget encoding algorithm alg index column table arn
+    fingerprint rule rules scope scopes source
+    """.split()
+)
+_KEY_SUFFIXES = frozenset("value val b64 base64 str string raw plain enc encoded base hex".split())
+_SHELL_VARS = frozenset({"pwd", "oldpwd"})
+
+
+def _key_segments(key: str) -> list[str]:
+    segs = [s.lower() for s in _SEG_SPLIT.split(_CAMEL_SPLIT.sub("_", key)) if s]
+    while len(segs) > 1 and segs[-1] in _KEY_SUFFIXES:
+        segs.pop()
+    return segs
+
+
+def _classify_key(key: str) -> tuple[str, str] | None:
+    """(tier, kind) for a credential-looking key, else None. Tier: password/secret/weak."""
+    segs = _key_segments(key)
+    if not segs or segs[-1] in _VETO_LAST:
+        return None
+    last = segs[-1]
+    prev = segs[-2] if len(segs) > 1 else ""
+    joined = "".join(segs)
+    if last in _PW_WORDS or last.endswith(("password", "passwd", "passphrase")):
+        return None if joined in _SHELL_VARS else ("password", "password")
+    if (
+        last in _SECRET_WORDS
+        or last.endswith(_SECRET_SUFFIXES)
+        or (last == "key" and prev in _KEY_QUALIFIERS)
+    ):
+        if ("aws" in joined and "secret" in joined) or "secretaccesskey" in joined:
+            return "secret", "aws_secret_key"
+        if "azure" in joined or "ocpapim" in joined or joined.endswith(
+            ("accountkey", "sharedaccesskey")
+        ):
+            return "secret", "azure_key"
+        if "twilio" in joined:
+            return "secret", "twilio"
+        return "secret", "secret"
+    if last in _WEAK_WORDS or any(f in joined for f in _WEAK_FRAGMENTS):
+        return "weak", "generic_high_entropy"
+    return None
+
+
+def _is_path(v: str) -> bool:
+    if _FILE_EXT.search(v):
+        return True
+    if not _PATH.fullmatch(v):
+        return False
+    # Base64 can start with '/': a path has short, word-like segments.
+    return all(len(seg) <= 40 and not _looks_random(seg) for seg in v.split("/"))
+
+
+def _is_prose(v: str) -> bool:
+    """Several space-separated tokens, at least half of them plain words."""
+    toks = v.split()
+    words = sum(bool(_WORD_TOKEN.fullmatch(t)) for t in toks)
+    return len(toks) >= 2 and words * 2 >= len(toks)
+
+
+def _is_code_ref(v: str) -> bool:
+    """``self.token``, ``os.environ``, ``_lib.NID_aes_256_cbc``: an attribute path."""
+    if not _DOTTED.fullmatch(v):
+        return False
+    parts = [_DIGITS.sub("", p).replace("$", "") for p in v.split(".")]
+    return sum(_is_wordy(p) for p in parts if p) * 2 >= len(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class _Site:
+    """Where a value sits: enough syntax to tell a literal from code or prose."""
+
+    quoted: bool
+    sep: str  # ":", "=", ":=", "=>", ",", "ann" (``key: type =``) or " " (``--flag value``)
+    spaced: bool  # whitespace before the separator or between it and the value
+    tight: bool  # no whitespace between separator and value
+    follow: str  # the character right after the value
+    text: str
+    end: int
+
+
+def _unquoted_is_literal(v: str, site: _Site) -> bool:
+    """False when an unquoted value is code, a type, a flag or the start of a sentence."""
+    if v[0] in "!&*@(-:" or "(" in v or "[" in v:  # YAML tag/alias, call, index, next flag
+        return False
+    if _is_code_ref(v):
+        return False
+    if site.sep == ":" and _TYPE_NAME.fullmatch(v):  # password: SecretStr
+        return False
+    if v.isascii() and v.isalpha() and _AFTER_WORD.match(site.text, site.end):
+        return False  # "token: the smallest unit of text" is prose
+    if _is_wordy(v):
+        # A bare word is a literal in `.env` (KEY=word) and YAML (key: word), but a variable
+        # in code (`password = user_pw`, `f(password=pw)`, `{token: tok,}`) and a word in
+        # prose (`--password option`, `passwd:dir`).
+        if site.sep in (" ", ":=", "=>") or site.follow in ",;)":
+            return False
+        if (site.sep == "=" and site.spaced) or (site.sep == ":" and site.tight):
+            return False
+    return True
+
+
+def _judge(tier: str, kind: str, raw: str, v: str, site: _Site) -> str:
+    """The kind to redact ``v`` as, or '' to keep it. ``raw`` is before trimming."""
+    if _is_placeholder(raw) or _is_placeholder(v) or "://" in v or _is_path(v):
+        return ""
+    if any(ch.isspace() for ch in v) and (tier != "password" or _is_prose(v)):
+        return ""  # tokens have no spaces; a spaced password is kept only if not prose
+    if not site.quoted and not _unquoted_is_literal(v, site):
+        return ""
+    if v.isdigit() and len(v) <= 5:  # counts, ports, sizes
+        return ""
+    if _is_wordy(v) and _CRED_WORD.search(v):  # "challengePassword", "my-secret-token"
+        return ""
+    if tier == "password":
+        return kind if len(v) >= 3 and not _is_multiword(v) else ""
+    if tier == "secret":
+        return kind if _looks_random(v) else ""
+    if not _TOKEN_CHARS.fullmatch(v):
+        return ""
+    if _userpass_b64(v):
+        return "basic_auth"
+    return kind if _high_entropy(v) else ""
+
+
+def _compound_key(text: str, key_start: int, key: str) -> str:
+    """Join a prose label like "API key" / "Client Secret" into one key."""
+    if key.lower() not in ("key", "secret", "token"):
+        return key
+    m = _PREV_WORD.search(text, max(0, key_start - 30), key_start)
+    return f"{m.group(1)}_{key}" if m else key
+
+
+def _separator(m: re.Match[str]) -> str:
+    if m.group("ann") is not None:
+        return "ann"
+    if m.group("ws") is not None:
+        return " "
+    return m.group("sep") or ""
+
+
+def _redact_assignments(text: str, counts: Counter[str]) -> str:
+    edits: list[_Edit] = []
+    pos = 0
+    while True:
+        m = _ASSIGN_RE.search(text, pos)
+        if m is None:
+            break
+        # Resume right after the key: what followed may hold the real assignment
+        # (`$env:API_KEY = ...` first matches key `env` with an "annotation").
+        pos = m.end("key")
+        key = m.group("key").rstrip(".-")
+        key_start = m.start("key")
+        if not _KEY_HINT.search(key) or text.startswith(_MARK, key_start - len(_MARK)):
+            continue
+        sep = _separator(m)
+        sep_start = m.start("sep") if sep not in ("ann", " ") else m.end("key")
+        if sep == ":" and text[sep_start - 1] in " \t":
+            continue  # "pass :role:" is prose; YAML, JSON and env put ':' right after the key
+        classified = _classify_key(_compound_key(text, key_start, key))
+        if classified is None:
+            continue
+        vm = _VALUE_RE.match(text, m.end())
+        if vm is None:
+            continue
+        quoted = vm.group("q") is not None
+        # `setenv("API_KEY", "v")` only: a bare `"a", "b"` is any list or tuple.
+        if sep == "," and not (
+            quoted and _CALL_OPEN.search(text, max(0, key_start - 20), key_start - 1)
+        ):
+            continue
+        start, end = vm.span("qv" if quoted else "uv")
+        raw = value = text[start:end]
+        if not quoted:
+            value = raw.rstrip(".:!*")
+            end = start + len(value)
+            if not value:
+                continue
+        site = _Site(
+            quoted=quoted,
+            sep=sep,
+            spaced=text[sep_start - 1] in " \t" or bool(vm.group("pad")),
+            tight=not vm.group("pad"),
+            follow=text[vm.end() : vm.end() + 1],
+            text=text,
+            end=end,
+        )
+        kind = _judge(*classified, raw, value, site)
+        if kind:
+            edits.append((start, end, _marker(kind)))
+            counts[kind] += 1
+            pos = vm.end()
+    return _splice(text, edits)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def redact(text: str) -> tuple[str, Counter[str]]:
+    """Return (scrubbed_text, counts_by_kind).
+
+    Secrets become ``[REDACTED:kind]``; line breaks and secret-free lines are untouched.
+    """
+    counts: Counter[str] = Counter()
+    if not text:
+        return text, counts
+    text = _redact_pem(text, counts)
+    for rule in _VENDOR_RULES:
+        text = _apply_rule(rule, text, counts)
+    for rule in _HEADER_RULES:
+        text = _apply_rule(rule, text, counts)
+    text = _redact_scoped(text, counts)
+    text = _redact_assignments(text, counts)
+    if counts:
+        log.debug("redacted %d secret(s): %s", sum(counts.values()), sorted(counts))
+    return text, counts

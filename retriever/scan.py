@@ -1,0 +1,134 @@
+"""Walk the vault: which files are notes, with their size and mtime.
+
+Never enters ``.obsidian/``, ``.trash/``, ``.git/``, ``node_modules/``; honours a
+``.indexignore`` (gitignore syntax) at the vault root and include/exclude globs; follows
+symlinks only while they stay inside the vault, and survives symlink loops.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pathspec
+
+log = logging.getLogger(__name__)
+
+ALWAYS_EXCLUDED_DIRS = frozenset({".obsidian", ".trash", ".git", "node_modules"})
+IGNORE_FILE = ".indexignore"
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    path: str  # vault-relative, POSIX separators
+    size: int
+    mtime_ns: int
+
+
+@dataclass(slots=True)
+class ScanReport:
+    files: list[FileInfo] = field(default_factory=list)
+    skipped_too_large: list[str] = field(default_factory=list)
+    skipped_escaping_links: list[str] = field(default_factory=list)
+
+
+class VaultFilter:
+    """Decides whether a vault-relative path is a note to index."""
+
+    def __init__(self, vault: Path, include: Iterable[str], exclude: Iterable[str]) -> None:
+        self.vault = vault
+        ignore_lines: list[str] = []
+        ignore_path = vault / IGNORE_FILE
+        if ignore_path.is_file():
+            ignore_lines = ignore_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        self._ignore = pathspec.PathSpec.from_lines("gitwildmatch", ignore_lines)
+        self._include = pathspec.PathSpec.from_lines("gitwildmatch", list(include))
+        self._exclude = pathspec.PathSpec.from_lines("gitwildmatch", list(exclude))
+
+    def dir_excluded(self, rel_dir: str) -> bool:
+        name = rel_dir.rsplit("/", 1)[-1]
+        if name in ALWAYS_EXCLUDED_DIRS:
+            return True
+        probe = rel_dir + "/"
+        return self._ignore.match_file(probe) or self._exclude.match_file(probe)
+
+    def file_included(self, rel_path: str) -> bool:
+        parts = rel_path.split("/")
+        if any(p in ALWAYS_EXCLUDED_DIRS for p in parts[:-1]):
+            return False
+        if not rel_path.lower().endswith(".md"):
+            return False
+        if self._ignore.match_file(rel_path) or self._exclude.match_file(rel_path):
+            return False
+        return self._include.match_file(rel_path)
+
+
+def within(root: Path, candidate: Path) -> bool:
+    """True when ``candidate`` (already resolved) lies inside ``root`` (resolved)."""
+    try:
+        return os.path.commonpath([root, candidate]) == str(root)
+    except ValueError:
+        return False
+
+
+def scan_vault(
+    vault: Path,
+    *,
+    include: Iterable[str] = ("**/*.md",),
+    exclude: Iterable[str] = (),
+    max_bytes: int = 2_000_000,
+) -> ScanReport:
+    root = vault.resolve()
+    if not root.is_dir():
+        raise FileNotFoundError(f"vault folder not found: {vault}")
+    filt = VaultFilter(root, include, exclude)
+    report = ScanReport()
+    seen_dirs: set[tuple[int, int]] = set()
+
+    def walk(real_dir: Path, rel_dir: str) -> Iterator[tuple[str, os.stat_result]]:
+        try:
+            st = real_dir.stat()
+        except OSError:
+            return
+        key = (st.st_dev, st.st_ino)
+        if key in seen_dirs:  # symlink loop or the same folder linked twice
+            return
+        seen_dirs.add(key)
+        try:
+            entries = list(os.scandir(real_dir))
+        except OSError as exc:
+            log.warning("cannot read folder %s: %s", rel_dir or ".", exc.strerror)
+            return
+        for entry in sorted(entries, key=lambda e: e.name):
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            try:
+                is_link = entry.is_symlink()
+                if is_link:
+                    target = Path(os.path.realpath(entry.path))
+                    if not within(root, target):
+                        report.skipped_escaping_links.append(rel)
+                        continue
+                    info = target.stat()
+                else:
+                    info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue  # dangling link or vanished file
+            if stat.S_ISDIR(info.st_mode):
+                if not filt.dir_excluded(rel):
+                    yield from walk(Path(entry.path), rel)
+            elif stat.S_ISREG(info.st_mode) and filt.file_included(rel):
+                yield rel, info
+
+    for rel, info in walk(root, ""):
+        if info.st_size > max_bytes:
+            log.warning(
+                "skipping %s: %d bytes is over the %d-byte cap", rel, info.st_size, max_bytes
+            )
+            report.skipped_too_large.append(rel)
+            continue
+        report.files.append(FileInfo(rel, info.st_size, info.st_mtime_ns))
+    return report

