@@ -13,6 +13,14 @@ from retriever.config import Settings, get_settings
 from retriever.db import Database, describe_url, open_database
 from retriever.embed import Embedder, EmbedderError, load_embedder
 from retriever.index import IndexReport, ProgressFn, changed_files, index_vault
+from retriever.lexical import BM25Params
+from retriever.search import (
+    Searcher,
+    SearchOptions,
+    SearchResult,
+    parse_modified_after,
+    validate_queries,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +57,8 @@ class Retriever:
         self._embed_error: str | None = None
         self._embed_checked = 0.0
         self._lock = threading.Lock()
+        self._searcher = Searcher()
+        self._last_fresh = 0.0
 
     # -- resources -------------------------------------------------------------------
     @property
@@ -112,6 +122,72 @@ class Retriever:
             stop=stop,
             wait_for_lock=wait_for_lock,
         )
+
+    def refresh(self) -> int:
+        """Cheap freshness pass before a search: re-index changed files (bounded).
+
+        Returns how many files were re-indexed. Skipped when another indexer holds the
+        lock, when too many files changed (a full `retriever index` is due), or when the
+        last pass is younger than ``fresh_interval`` seconds."""
+        now = time.monotonic()
+        if now - self._last_fresh < self.settings.fresh_interval:
+            return 0
+        self._last_fresh = now
+        try:
+            _, changed, deleted = changed_files(self.db, self.settings)
+        except FileNotFoundError:
+            return 0
+        if not changed and not deleted:
+            return 0
+        if len(changed) + len(deleted) > self.settings.fresh_max_files:
+            log.warning("%d files changed: run `retriever index` to catch up", len(changed))
+            return 0
+        report = self.index(wait_for_lock=False)
+        return report.files_changed + report.files_deleted
+
+    def search(
+        self,
+        queries: str | list[str],
+        *,
+        budget_tokens: int | None = None,
+        mode: str | None = None,
+        folder: str | None = None,
+        tags: list[str] | None = None,
+        note_type: str | None = None,
+        modified_after: object = None,
+        fusion: str | None = None,
+        graph: bool | None = None,
+        limit: int = 30,
+        fresh: bool | None = None,
+    ) -> SearchResult:
+        """Search the vault. Raises SearchInputError (a ValueError) for unusable input."""
+        cleaned = validate_queries(queries)
+        opts = SearchOptions(
+            budget_tokens=budget_tokens or self.settings.budget_tokens,
+            mode=mode or "hybrid",
+            fusion=fusion or self.settings.fusion,
+            graph=self.settings.graph if graph is None else graph,
+            folder=folder,
+            tags=tags,
+            note_type=note_type,
+            modified_after=parse_modified_after(modified_after),  # type: ignore[arg-type]
+            limit=limit,
+            bm25=BM25Params(self.settings.bm25_k1, self.settings.bm25_b),
+        )
+        refreshed = 0
+        if self.settings.fresh_search if fresh is None else fresh:
+            refreshed = self.refresh()
+        embedder, error = (None, None) if opts.mode == "lexical" else self.embedder()
+        with self.db.connection() as conn:
+            result, failure = self._searcher.search(
+                conn, cleaned, opts, vault=self.settings.resolved_vault(),
+                embedder=embedder, embed_error=error,
+            )  # fmt: skip
+            conn.commit()
+        if failure:
+            self.embedder_failed(failure)
+        result.refreshed_files = refreshed
+        return result
 
     def status(self) -> Status:
         on_disk, changed, deleted = changed_files(self.db, self.settings)

@@ -206,6 +206,151 @@ def gc(vault: VaultArg = None, as_json: JsonOpt = False) -> None:
     api.close()
 
 
+@app.command()
+def search(
+    query: Annotated[list[str], typer.Argument(help="The question (several words are joined).")],
+    also: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-q", "--query", help="Another phrasing (translation, likely words); up to 3."
+        ),
+    ] = None,
+    vault: Annotated[Path | None, typer.Option("--vault", help="Vault folder.")] = None,
+    budget: Annotated[
+        int | None, typer.Option("--budget", help="Token budget of the answer.")
+    ] = None,
+    mode: Annotated[str, typer.Option("--mode", help="hybrid | lexical | semantic")] = "hybrid",
+    fusion: Annotated[str | None, typer.Option("--fusion", help="rrf | rrf30 | interleave")] = None,
+    no_graph: Annotated[bool, typer.Option("--no-graph", help="Skip the link-graph walk.")] = False,
+    folder: Annotated[
+        str | None, typer.Option("--folder", help="Only notes under this folder.")
+    ] = None,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", help="Only notes with this tag.")
+    ] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show each arm's rank and the fused score.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search the vault; results are cited as path:start-end."""
+    from retriever.db import DatabaseError
+    from retriever.search import SearchInputError
+
+    queries = [" ".join(query), *(also or [])]
+    try:
+        api = _app(vault)
+        result = api.search(queries, budget_tokens=budget, mode=mode, fusion=fusion,
+                            graph=False if no_graph else None, folder=folder, tags=tag)  # fmt: skip
+    except SearchInputError as exc:
+        _fail(f"bad query: {exc}", as_json)
+        return
+    except (DatabaseError, FileNotFoundError) as exc:
+        _fail(str(exc), as_json)
+        return
+    if as_json:
+        _emit_json(result.to_dict())
+    else:
+        _print_result(result, explain)
+    api.close()
+    raise typer.Exit(EXIT_DEGRADED if result.degraded_reason else EXIT_OK)
+
+
+def _print_result(result: Any, explain: bool) -> None:
+    if result.degraded_reason:
+        err.print(f"[yellow]⚠ mode {result.mode}:[/yellow] {result.degraded_reason}")
+    for hit in result.hits:
+        trail = " > ".join(hit.heading_trail)
+        stale = " [yellow](changed since indexed)[/yellow]" if hit.stale else ""
+        out.print(f"[bold cyan]{hit.citation}[/bold cyan]  {trail}{stale}", highlight=False)
+        if explain:
+            ranks = ", ".join(f"{k} {v if v is not None else '-'}" for k, v in hit.ranks.items())
+            out.print(f"  [dim]score {hit.score:.5f} · {ranks}[/dim]")
+        out.print(hit.text, markup=False, highlight=False)
+        out.print()
+    cos = "n/a" if result.best_cosine is None else f"{result.best_cosine:.2f}"
+    verdict = "probably NOT in the vault" if result.likely_absent else "answer likely present"
+    err.print(
+        f"[dim]{len(result.hits)} passages, {result.used_tokens}/{result.budget_tokens} tokens, "
+        f"mode {result.mode}, coverage {result.coverage:.0%}, best cosine {cos}: {verdict}; "
+        f"{result.took_ms:.0f} ms[/dim]"
+    )
+
+
+@app.command("eval")
+def eval_cmd(
+    cases: Annotated[Path, typer.Argument(help="Cases JSONL, or a BEIR folder.")],
+    vault: Annotated[
+        Path | None, typer.Option("--vault", help="Vault the JSONL cases are about.")
+    ] = None,
+    ablate: Annotated[bool, typer.Option("--ablate", help="Compare every arm and fusion.")] = False,
+    budget: Annotated[int, typer.Option("--budget", help="Token budget per answer.")] = 1200,
+    as_json: JsonOpt = False,
+) -> None:
+    """Measure retrieval quality (nDCG@10, recall, MRR, hits, citations, absence, latency)."""
+    from retriever.app import Retriever
+    from retriever.evaluate import evaluate, load_beir, load_cases, write_beir_vault
+
+    try:
+        if cases.is_dir():
+            corpus, loaded = load_beir(cases)
+            base = settings_from()
+            home = base.home / "eval" / cases.name
+            eval_vault = home / "vault"
+            write_beir_vault(corpus, eval_vault)
+            url = _eval_database(base.database_url, cases.name)
+            api = Retriever(settings_from(vault=eval_vault, home=home, database_url=url))
+        else:
+            loaded = load_cases(cases)
+            api = _app(vault)
+        api.index()
+        report = evaluate(api, loaded, ablate=ablate, budget=budget)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(str(exc), as_json)
+        return
+    if as_json:
+        _emit_json(report)
+    else:
+        _print_eval(report)
+    api.close()
+
+
+def _eval_database(database_url: str | None, name: str) -> str | None:
+    """A separate database for an eval corpus, so the user's index is never touched."""
+    if not database_url:
+        return None  # its own embedded server under RETRIEVER_HOME/eval/<name>
+    import psycopg
+
+    safe = "eval_" + "".join(c if c.isalnum() else "_" for c in name.lower())
+    info = psycopg.conninfo.conninfo_to_dict(database_url)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (safe,)).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{safe}"')
+    info["dbname"] = safe
+    return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
+
+
+def _print_eval(report: dict[str, Any]) -> None:
+    cols = [("ndcg@10", "nDCG@10"), ("recall@10", "R@10"), ("mrr", "MRR"), ("hit@1", "Hit@1"),
+            ("hit@3", "Hit@3"), ("citation_hit_rate", "cite"), ("absent_flagged", "absent✓"),
+            ("answerable_flagged_absent", "absent✗")]  # fmt: skip
+    out.print(f"{report['cases']} cases")
+    out.print(f"{'config':<22}" + "".join(f"{h:>9}" for _, h in cols) + f"{'p50ms':>8}{'p95ms':>8}")
+    for r in report["results"]:
+        cells = "".join(
+            f"{r[c]:>9.3f}" if isinstance(r.get(c), float | int) else f"{'-':>9}" for c, _ in cols
+        )
+        lat = r["latency_ms"]
+        out.print(f"{r['config']:<22}{cells}{lat['p50']:>8.1f}{lat['p95']:>8.1f}", highlight=False)
+        if r.get("modes_used") and r["config"] != "lexical" and r["modes_used"] == ["lexical"]:
+            err.print(f"  [yellow]⚠ {r['config']} ran lexical only (no embedder)[/yellow]")
+    for r in report["results"]:
+        for kind, m in (r.get("per_kind") or {}).items():
+            out.print(f"  {r['config']:<22} {kind:<12} nDCG@10 {m['ndcg@10']:.3f}  "
+                      f"R@10 {m['recall@10']:.3f}  MRR {m['mrr']:.3f}", highlight=False)  # fmt: skip
+
+
 @db_app.command("upgrade")
 def db_upgrade(as_json: JsonOpt = False) -> None:
     """Apply database migrations up to the latest revision."""

@@ -43,10 +43,15 @@ class Settings(BaseSettings):
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
 
+    fusion: str = Field(default="rrf", description="rrf | rrf30 | interleave (eval decides)")
+    graph: bool = Field(default=True, description="Lift linked neighbours (random walk)")
+    budget_tokens: int = 1200
+
     fresh_search: bool = Field(
         default=True, description="Re-index changed files before each search"
     )
     fresh_max_files: int = 200
+    fresh_interval: float = Field(default=2.0, description="Seconds between freshness passes")
 
     def resolved_vault(self) -> Path:
         return self.vault.expanduser().resolve()

@@ -22,16 +22,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import psycopg
-from retriever.chunk import CHUNKER_VERSION, Link
-from retriever.links import LinkResolver
-from retriever.redact import REDACTOR_VERSION
 
 from retriever import store
+from retriever.chunk import CHUNKER_VERSION, Link
 from retriever.config import Settings
 from retriever.db import INDEX_LOCK_KEY, Database
 from retriever.embed import Embedder, EmbedderError, InvalidVectorError
 from retriever.lexical import NORMALISER_VERSION
+from retriever.links import LinkResolver
 from retriever.prepare import PreparedDoc, PrepareJob, run_job
+from retriever.redact import REDACTOR_VERSION
 from retriever.scan import FileInfo, scan_vault
 
 log = logging.getLogger(__name__)
@@ -276,14 +276,16 @@ def _resolve_links(conn: psycopg.Connection, report: IndexReport, *, force: bool
     docs = conn.execute("SELECT id, path, aliases FROM documents").fetchall()
     resolver = LinkResolver([d[1] for d in docs], {d[1]: d[2] for d in docs if d[2]})
     paths = {d[0]: d[1] for d in docs}
+    ids = {d[1]: d[0] for d in docs}
     rows = conn.execute(
         "SELECT ctid::text, doc_id, target, anchor, alias, kind, line, resolved FROM links"
     ).fetchall()
-    updates: list[tuple[str, str | None]] = []
+    updates: list[tuple[str, int | None]] = []
     resolved = unresolved = 0
     for ctid, doc_id, target, anchor, alias, kind, line, current in rows:
         link = Link(target=target, kind=kind, line=line, anchor=anchor, alias=alias)
-        new = resolver.resolve(link, paths[doc_id])
+        found = resolver.resolve(link, paths[doc_id])
+        new = ids.get(found) if found else None
         if new is None:
             unresolved += 1
         else:
@@ -295,7 +297,7 @@ def _resolve_links(conn: psycopg.Connection, report: IndexReport, *, force: bool
             conn.execute(
                 """
                 UPDATE links l SET resolved = u.resolved
-                FROM unnest(%s::text[], %s::text[]) AS u(ctid, resolved)
+                FROM unnest(%s::text[], %s::int[]) AS u(ctid, resolved)
                 WHERE l.ctid = u.ctid::tid
                 """,
                 ([u[0] for u in updates], [u[1] for u in updates]),

@@ -18,7 +18,6 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import psycopg
 
@@ -50,13 +49,21 @@ tous toute toutes dont ici
 """.split()
 
 
+_LIGATURES = str.maketrans({"œ": "oe", "Œ": "OE", "æ": "ae", "Æ": "AE", "ß": "ss"})
+
+
+def strip_accents(text: str) -> str:
+    """NFKC, ligatures expanded, accents removed; case kept (identifier splitting needs it)."""
+    if text.isascii():
+        return text
+    text = unicodedata.normalize("NFKC", text).translate(_LIGATURES)
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
 def fold(text: str) -> str:
     """NFKC, strip accents, lowercase; ligatures œ/æ/ß expanded."""
-    text = unicodedata.normalize("NFKC", text)
-    text = text.replace("œ", "oe").replace("Œ", "OE").replace("æ", "ae").replace("Æ", "AE")
-    decomposed = unicodedata.normalize("NFKD", text)
-    stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-    return stripped.lower().replace("ß", "ss")
+    return strip_accents(text).lower()
 
 
 STOPWORDS: frozenset[str] = frozenset(fold(w) for w in _STOP_EN + _STOP_FR)
@@ -77,7 +84,6 @@ _SUFFIXES = (
 STEM_PREFIX = 7
 
 
-@lru_cache(maxsize=200_000)
 def stem(token: str) -> str:
     """Light suffix stripping, then prefix truncation (keeps stems cheap and language-neutral)."""
     if len(token) <= 3 or not token.isalpha():
@@ -89,35 +95,46 @@ def stem(token: str) -> str:
     return token[:STEM_PREFIX]
 
 
-def _word_tokens(word: str) -> list[str]:
-    """Tokens for one raw word: the whole (folded) identifier plus its stemmed parts."""
-    folded = fold(word)
-    if not folded:
-        return []
+def _word_tokens(word: str) -> tuple[str, ...]:
+    """Tokens for one raw (accent-free) word: the whole identifier plus its stemmed parts."""
+    folded = word.lower()
     if _NUMERIC.match(folded):
-        return [folded]  # numbers and version strings survive whole
+        return (folded,)  # numbers and version strings survive whole
     parts: list[str] = []
     for piece in _SPLIT.split(word):
         if not piece:
             continue
         sub = _CAMEL.findall(piece) if not piece.islower() else [piece]
-        parts.extend(fold(s) for s in sub if s)
+        parts.extend(s.lower() for s in sub if s)
     if len(parts) <= 1:
         if folded in STOPWORDS or (len(folded) == 1 and not folded.isdigit()):
-            return []
-        return [stem(folded)]
+            return ()
+        return (stem(folded),)
     out = [folded]  # the whole identifier, unstemmed
     for part in parts:
         if part and part not in STOPWORDS and (len(part) > 1 or part.isdigit()):
             out.append(stem(part))
-    return out
+    return tuple(out)
+
+
+_WORD_CACHE: dict[str, tuple[str, ...]] = {}
+
+
+def _tokens_of(word: str) -> tuple[str, ...]:
+    # Word frequencies are Zipfian: a plain dict cache makes most lookups hits.
+    found = _WORD_CACHE.get(word)
+    if found is None:
+        if len(_WORD_CACHE) > 1_000_000:
+            _WORD_CACHE.clear()
+        found = _WORD_CACHE[word] = _word_tokens(word)
+    return found
 
 
 def tokenize(text: str) -> list[str]:
     """Normalised tokens of ``text`` (the same function at index and query time)."""
     tokens: list[str] = []
-    for match in _WORD.finditer(text):
-        tokens.extend(_word_tokens(match.group()))
+    for word in _WORD.findall(strip_accents(text)):
+        tokens.extend(_tokens_of(word))
     return tokens
 
 
@@ -130,14 +147,16 @@ class LexicalData:
 
 def weighted_terms(fields: Iterable[tuple[str, float]]) -> LexicalData:
     """Weighted term frequencies over several fields (text, weight)."""
-    counts: Counter[str] = Counter()
+    counts: dict[str, float] = {}
     length = 0.0
+    get = counts.get
     for text, weight in fields:
         if not text:
             continue
-        for token in tokenize(text):
-            counts[token] += weight
-            length += weight
+        for word in _WORD.findall(strip_accents(text)):
+            for token in _WORD_CACHE.get(word) or _tokens_of(word):
+                counts[token] = get(token, 0.0) + weight
+                length += weight
     terms = sorted(counts)
     return LexicalData(terms, [counts[t] for t in terms], length)
 

@@ -12,10 +12,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retriever.chunk import Link, parse_note
-from retriever.redact import redact
-
 from retriever.budget import estimate_tokens
+from retriever.chunk import Link, parse_note
 from retriever.lexical import (
     BODY_WEIGHT,
     HEADING_WEIGHT,
@@ -23,6 +21,7 @@ from retriever.lexical import (
     TITLE_WEIGHT,
     weighted_terms,
 )
+from retriever.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +57,6 @@ class PreparedDoc:
     encoding: str
     chunks: list[PreparedChunk]
     links: list[Link]
-    terms: list[str]
-    tfs: list[float]
-    length: float
     redactions: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
 
@@ -111,12 +107,10 @@ def prepare_text(
     title_text = " ".join([note.title, *note.aliases])
     tag_text = " ".join(note.tags)
     chunks: list[PreparedChunk] = []
-    body_parts: list[str] = []
     for chunk in note.chunks:
         normalised = normalise_passage(chunk.text)
         if not normalised.strip():
             continue
-        body_parts.append(normalised)
         headings = " ".join(chunk.heading_trail[1:])
         lex = weighted_terms(
             [
@@ -141,9 +135,6 @@ def prepare_text(
                 length=lex.length,
             )
         )
-    doc_lex = weighted_terms(
-        [(title_text, TITLE_WEIGHT), (tag_text, TAG_WEIGHT), ("\n".join(body_parts), BODY_WEIGHT)]
-    )
     return PreparedDoc(
         path=path,
         size=size,
@@ -159,9 +150,6 @@ def prepare_text(
         encoding=encoding,
         chunks=chunks,
         links=note.links,
-        terms=doc_lex.terms,
-        tfs=doc_lex.tfs,
-        length=doc_lex.length,
         redactions=redactions,
         warnings=warnings,
     )

@@ -33,6 +33,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,7 @@ _LOWER = re.compile(r"[a-z]")
 _UPPER = re.compile(r"[A-Z]")
 _DIGIT = re.compile(r"[0-9]")
 _CAMEL_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_CONSONANTS = re.compile(r"[^aeiouyAEIOUY]{4}")
 _WORD_SPLIT = re.compile(r"[-_.\s/]+")
 _ALPHA_RUN = re.compile(r"[a-z]+")
 _HEXLIKE = re.compile(r"[0-9a-f]+|[0-9A-F]+")
@@ -145,16 +147,28 @@ def _is_masked(s: str) -> bool:
 
 
 def _is_wordy(s: str) -> bool:
-    """Plain words or an identifier made of words (``my-app-key``, ``SecretStr``)."""
+    """Plain words or an identifier made of words (``my-app-key``, ``OAuthToken``).
+
+    Random letters split into tiny camel-case pieces; a lone lowercase run of random
+    letters usually holds four consonants in a row. About one random letters-only string
+    in five still passes, which is why callers only use this to spot prose and code.
+    """
     words: list[str] = []
     for part in _WORD_SPLIT.split(s):
         if not part:
             continue
         if not (part.isascii() and part.isalpha()):
             return False
-        words.extend(_CAMEL_WORD.findall(part))
-    # Random mixed-case letters split into many tiny "words"; real words are longer.
-    return bool(words) and max(map(len, words)) <= 24 and sum(map(len, words)) >= 3 * len(words)
+        pieces = _CAMEL_WORD.findall(part)
+        # One-letter pieces: only a leading capital, as in OAuth or X-Header.
+        if any(len(w) == 1 for w in pieces[1:]) or (
+            len(pieces) > 1 and len(pieces[0]) == 1 and pieces[0].islower()
+        ):
+            return False
+        words.extend(pieces)
+    if not words or max(map(len, words)) > 24 or sum(map(len, words)) < 2.5 * len(words):
+        return False
+    return not (len(words) == 1 and words[0].islower() and _CONSONANTS.search(words[0]))
 
 
 def _is_multiword(s: str) -> bool:
@@ -178,7 +192,10 @@ def _is_placeholder(value: str) -> bool:
 
 def _looks_random(v: str) -> bool:
     """Loose test for a value under an explicit secret key (``api_key``, ``token``)."""
-    if len(v) < 8 or _is_wordy(v):
+    if len(v) < 8:
+        return False
+    # Long mixed-case letters with no separator are random more often than a word.
+    if _is_wordy(v) and (len(v) < 16 or not v.isalpha() or v.islower() or v.isupper()):
         return False
     ent = _entropy(v)
     return (_alnum_classes(v) >= 2 and ent >= 2.5) or (len(v) >= 16 and ent >= 3.0)
@@ -188,7 +205,8 @@ def _high_entropy(v: str) -> bool:
     """Strict test for a value under an ambiguous key (``key``, ``session``, ``sig``)."""
     if len(v) < 20 or _is_wordy(v) or _HEXLIKE.fullmatch(v) or _UUID.fullmatch(v):
         return False  # hex and UUIDs there are hashes and ids far more often than secrets
-    return _alnum_classes(v) >= 2 and _entropy(v) >= 3.3
+    # Real tokens this long almost always mix in digits; CamelCase identifiers do not.
+    return _alnum_classes(v) >= 2 and bool(_DIGIT.search(v)) and _entropy(v) >= 3.3
 
 
 def _vendor_ok(token: str) -> bool:
@@ -272,7 +290,7 @@ def _value_ok(v: str) -> bool:
 
 
 def _token_ok(v: str) -> bool:
-    return not _is_placeholder(v) and _looks_random(v)
+    return not _is_placeholder(v) and _looks_random(v) and not _is_code_ref(v)
 
 
 def _password_ok(v: str) -> bool:
@@ -295,8 +313,7 @@ _VENDOR_RULES: tuple[_Rule, ...] = (
     _rule("groq_key", r"(?<![\w-])gsk_[A-Za-z0-9]{20,}" + _TOKEN_END, ("gsk_",)),
     _rule(
         "github_token",
-        r"(?<![\w-])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{40,255})"
-        + _TOKEN_END,
+        r"(?<![\w-])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{40,255})" + _TOKEN_END,
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ),
     _rule(
@@ -399,7 +416,8 @@ def _curl_user_kind(m: re.Match[str]) -> str:
     return "twilio" if re.fullmatch(r"AC[0-9a-f]{32}", m.group("user")) else "basic_auth"
 
 
-_TOKEN68 = r"[A-Za-z0-9\-._~+/]+=*"
+# Possessive, then not followed by "(" or a word char: `base64.decodebytes(x)` is code.
+_TOKEN68 = r"[A-Za-z0-9\-._~+/]++=*+(?![\w(])"
 
 _HEADER_RULES: tuple[_Rule, ...] = (
     # Authorization / Proxy-Authorization headers: http dumps, curl -H, code dicts.
@@ -410,7 +428,7 @@ _HEADER_RULES: tuple[_Rule, ...] = (
         r"(?P<v>" + _TOKEN68 + ")",
         ("authorization",),
         group="v",
-        check=lambda v: len(v) >= 8 and not _is_placeholder(v) and not _is_wordy(v),
+        check=lambda v: len(v) >= 8 and not (_is_placeholder(v) or _is_wordy(v) or _is_code_ref(v)),
         kind_of=_auth_kind,
         flags=re.IGNORECASE,
     ),
@@ -460,9 +478,7 @@ _PEM_MAX_BODY = 200_000
 # real newlines or the literal "\n" escapes of a JSON string.
 _NL = r"(?:\r\n|[\r\n]|\\n)"
 _PEM_TAIL = re.compile(
-    r"(?:"
-    + _NL
-    + r"[ \t]*(?:[A-Za-z0-9+/=]{16,}|=[A-Za-z0-9+/]{4}|"
+    r"(?:" + _NL + r"[ \t]*(?:[A-Za-z0-9+/=]{16,}|=[A-Za-z0-9+/]{4}|"
     r"(?:Proc-Type|DEK-Info|Comment|Version|Hash):[^\r\n\\\"]*)[ \t]*(?="
     + _NL
     + r"|[\"']|$)|"
@@ -471,6 +487,10 @@ _PEM_TAIL = re.compile(
     + _NL
     + r"))*"
 )
+
+
+_TRAILING_NL = re.compile(_NL + r"\Z")
+_PEM_BODY = re.compile(r"[A-Za-z0-9+/]{16}")
 
 
 def _redact_pem(text: str, counts: Counter[str]) -> str:
@@ -502,9 +522,11 @@ def _redact_pem(text: str, counts: Counter[str]) -> str:
             tail = _PEM_TAIL.match(text, begin.end())
             stop = tail.end() if tail else begin.end()
             # Leave the final line break in place when the tail ended on one.
-            block = text[begin.end() : stop]
-            trimmed = re.sub(_NL + r"\Z", "", block)
-            stop = begin.end() + len(trimmed)
+            stop = begin.end() + len(_TRAILING_NL.sub("", text[begin.end() : stop]))
+        # A header with no key material (a constant in code, a how-to) is not a secret.
+        if not _PEM_BODY.search(text, begin.end(), stop):
+            begin = nxt
+            continue
         breaks = "".join(_BREAK_RE.findall(text, begin.start(), stop))
         edits.append((begin.start(), stop, _marker("private_key") + breaks))
         counts["private_key"] += 1
@@ -609,7 +631,7 @@ _ASSIGN_RE = re.compile(
     re.VERBOSE,
 )
 _VALUE_RE = re.compile(
-    r"""(?P<pad>[ \t]*)(?:\*\*)?[ \t]*
+    r"""(?P<pad>[ \t]*(?:\*\*)?[ \t]*)
     (?:
         (?P<q>["'`])
         (?P<qv>(?:\\[^\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]
@@ -627,10 +649,12 @@ _CAMEL_SPLIT = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEG_SPLIT = re.compile(r"[^A-Za-z0-9]+")
 _CALL_OPEN = re.compile(r"\([ \t]*\Z")
 _PREV_WORD = re.compile(r"([A-Za-z]+)[ \t]\Z")
-_AFTER_WORD = re.compile(r"[ \t]+[A-Za-z][A-Za-z]+\b(?![=:])")
-_TYPE_NAME = re.compile(r"[A-Z][a-z]+(?:[A-Z][a-z0-9]*)*[?!]?")
+_AFTER_WORD = re.compile(r"[ \t]+[A-Za-z]+\b(?![=:])")
+_SNAKE_IDENT = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+")
 _DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
 _DIGITS = re.compile(r"\d+")
+_TYPE_LIKE = re.compile(r"[A-Z][A-Za-z]{0,40}(?:\d+[A-Z][A-Za-z]{0,40})?")
+_UNION_NEXT = re.compile(r"[ \t]*\|")
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.\-/]*|[A-Za-z]:\\\S*")
 _FILE_EXT = re.compile(
     r"\.(?:pem|key|crt|cer|der|p12|pfx|jks|keystore|json|ya?ml|toml|ini|cfg|conf|env|txt|gpg|asc)$",
@@ -689,10 +713,11 @@ def _key_segments(key: str) -> list[str]:
     return segs
 
 
+@lru_cache(maxsize=4096)  # a vault repeats the same few key names endlessly
 def _classify_key(key: str) -> tuple[str, str] | None:
     """(tier, kind) for a credential-looking key, else None. Tier: password/secret/weak."""
     segs = _key_segments(key)
-    if not segs or segs[-1] in _VETO_LAST:
+    if not segs or segs[-1] in _VETO_LAST or "public" in segs or "publishable" in segs:
         return None
     last = segs[-1]
     prev = segs[-2] if len(segs) > 1 else ""
@@ -706,8 +731,10 @@ def _classify_key(key: str) -> tuple[str, str] | None:
     ):
         if ("aws" in joined and "secret" in joined) or "secretaccesskey" in joined:
             return "secret", "aws_secret_key"
-        if "azure" in joined or "ocpapim" in joined or joined.endswith(
-            ("accountkey", "sharedaccesskey")
+        if (
+            "azure" in joined
+            or "ocpapim" in joined
+            or joined.endswith(("accountkey", "sharedaccesskey"))
         ):
             return "secret", "azure_key"
         if "twilio" in joined:
@@ -732,6 +759,11 @@ def _is_prose(v: str) -> bool:
     toks = v.split()
     words = sum(bool(_WORD_TOKEN.fullmatch(t)) for t in toks)
     return len(toks) >= 2 and words * 2 >= len(toks)
+
+
+def _is_identifier(v: str) -> bool:
+    """A snake_case name made of words, digits allowed (``filter1d_signature``)."""
+    return bool(_SNAKE_IDENT.fullmatch(v)) and _is_wordy(_DIGITS.sub("", v))
 
 
 def _is_code_ref(v: str) -> bool:
@@ -761,15 +793,25 @@ def _unquoted_is_literal(v: str, site: _Site) -> bool:
         return False
     if _is_code_ref(v):
         return False
-    if site.sep == ":" and _TYPE_NAME.fullmatch(v):  # password: SecretStr
+    if site.sep == ":" and _TYPE_LIKE.fullmatch(v) and _is_wordy(_DIGITS.sub("", v)):
+        return False  # a type annotation: `password: SecretStr`, `key: Ed25519PrivateKey`
+    if _UNION_NEXT.match(site.text, site.end):  # `key: bytes | None`
         return False
     if v.isascii() and v.isalpha() and _AFTER_WORD.match(site.text, site.end):
         return False  # "token: the smallest unit of text" is prose
+    if site.sep == " " and "=" in v.rstrip("="):
+        return False  # `--secrets KEY=value`: the flag takes an assignment, judged on its own
+    if site.follow in "'`" and _is_wordy(v):
+        return False  # "pre-pass: zsh's": cut at an apostrophe, so a word in a sentence
+    if _is_identifier(v) and (site.spaced or site.sep in (" ", ":=", "=>")):
+        return False  # `a_signature = maximum_filter1d_signature`: a variable
     if _is_wordy(v):
         # A bare word is a literal in `.env` (KEY=word) and YAML (key: word), but a variable
         # in code (`password = user_pw`, `f(password=pw)`, `{token: tok,}`) and a word in
         # prose (`--password option`, `passwd:dir`).
-        if site.sep in (" ", ":=", "=>") or site.follow in ",;)":
+        if site.sep in (" ", ":=", "=>") or site.follow in ",)":
+            return False
+        if site.follow == ";" and site.spaced:  # JS `pw = input;`, but not ADO `Password=x;`
             return False
         if (site.sep == "=" and site.spaced) or (site.sep == ":" and site.tight):
             return False
@@ -842,7 +884,9 @@ def _redact_assignments(text: str, counts: Counter[str]) -> str:
         quoted = vm.group("q") is not None
         # `setenv("API_KEY", "v")` only: a bare `"a", "b"` is any list or tuple.
         if sep == "," and not (
-            quoted and _CALL_OPEN.search(text, max(0, key_start - 20), key_start - 1)
+            quoted
+            and (key.isupper() or "_" in key)  # an env-var name, not `scrypt("password", salt)`
+            and _CALL_OPEN.search(text, max(0, key_start - 20), key_start - 1)
         ):
             continue
         start, end = vm.span("qv" if quoted else "uv")
@@ -855,8 +899,8 @@ def _redact_assignments(text: str, counts: Counter[str]) -> str:
         site = _Site(
             quoted=quoted,
             sep=sep,
-            spaced=text[sep_start - 1] in " \t" or bool(vm.group("pad")),
-            tight=not vm.group("pad"),
+            spaced=text[sep_start - 1] in " \t" or bool(vm.group("pad").strip("*")),
+            tight=not vm.group("pad").strip("*"),
             follow=text[vm.end() : vm.end() + 1],
             text=text,
             end=end,

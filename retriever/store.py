@@ -61,7 +61,8 @@ def _forget(conn: psycopg.Connection, doc_ids: list[int], deltas: _Deltas) -> in
     ):
         deltas.df[term] -= count
     for term, count in conn.execute(
-        "SELECT t, count(*) FROM documents, unnest(terms) AS t WHERE id = ANY(%s) GROUP BY t",
+        "SELECT t, count(DISTINCT doc_id) FROM chunks, unnest(terms) AS t"
+        " WHERE doc_id = ANY(%s) GROUP BY t",
         (doc_ids,),
     ):
         deltas.ddf[term] -= count
@@ -72,12 +73,8 @@ def _forget(conn: psycopg.Connection, doc_ids: list[int], deltas: _Deltas) -> in
     removed = int(row[0])
     deltas.n_chunks -= removed
     deltas.sum_len -= float(row[1])
-    row = conn.execute(
-        "SELECT count(*), coalesce(sum(len), 0) FROM documents WHERE id = ANY(%s)", (doc_ids,)
-    ).fetchone()
-    assert row is not None
-    deltas.n_docs -= int(row[0])
-    deltas.sum_doc_len -= float(row[1])
+    deltas.sum_doc_len -= float(row[1])  # a document's length is the sum of its chunks'
+    deltas.n_docs -= len(doc_ids)
     conn.execute("DELETE FROM chunks WHERE doc_id = ANY(%s)", (doc_ids,))
     conn.execute("DELETE FROM links WHERE doc_id = ANY(%s)", (doc_ids,))
     return removed
@@ -122,30 +119,28 @@ def write_documents(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> tu
             cur.execute(
                 """
                 INSERT INTO documents (path, size, mtime_ns, sha256, title, frontmatter, tags,
-                    aliases, note_type, created, updated, encoding, terms, tfs, len, indexed_at)
-                VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+                    aliases, note_type, created, updated, encoding, indexed_at)
+                VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, now())
                 ON CONFLICT (path) DO UPDATE SET size = excluded.size,
                     mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256,
                     title = excluded.title, frontmatter = excluded.frontmatter,
                     tags = excluded.tags, aliases = excluded.aliases,
                     note_type = excluded.note_type, created = excluded.created,
                     updated = excluded.updated, encoding = excluded.encoding,
-                    terms = excluded.terms, tfs = excluded.tfs, len = excluded.len,
                     indexed_at = now()
                 RETURNING id
                 """,
                 (
                     d.path, d.size, d.mtime_ns, d.sha256, d.title,
                     json.dumps(d.frontmatter, default=str), d.tags, d.aliases, d.note_type,
-                    d.created, d.updated, d.encoding, d.terms, d.tfs, d.length,
+                    d.created, d.updated, d.encoding,
                 ),
             )  # fmt: skip
             row = cur.fetchone()
             assert row is not None
             ids[d.path] = int(row[0])
             deltas.n_docs += 1
-            deltas.sum_doc_len += d.length
-            for t in d.terms:
+            for t in {t for c in d.chunks for t in c.terms}:
                 deltas.ddf[t] += 1
 
     passages: dict[bytes, tuple[str, int]] = {}
@@ -181,13 +176,16 @@ def write_documents(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> tu
                     added += 1
                     deltas.n_chunks += 1
                     deltas.sum_len += c.length
+                    deltas.sum_doc_len += c.length
                     for t in c.terms:
                         deltas.df[t] += 1
         with cur.copy("COPY links (doc_id, target, anchor, alias, kind, line) FROM STDIN") as copy:
             for d in docs:
                 for link in d.links:
+                    # Display text only matters where it may be the target (Dendron style).
+                    alias = link.alias if link.kind in ("wiki", "frontmatter") else None
                     copy.write_row(
-                        (ids[d.path], link.target, link.anchor, link.alias, link.kind, link.line)
+                        (ids[d.path], link.target, link.anchor, alias, link.kind, link.line)
                     )
     _apply(conn, deltas)
     return added, removed

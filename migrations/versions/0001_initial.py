@@ -38,13 +38,8 @@ def upgrade() -> None:
             created     text,
             updated     text,
             encoding    text NOT NULL DEFAULT 'utf-8',
-            -- document-level BM25: weighted term frequencies, parallel arrays
-            terms       text[] NOT NULL DEFAULT '{}',
-            tfs         real[] NOT NULL DEFAULT '{}',
-            len         real NOT NULL DEFAULT 0,
             indexed_at  timestamptz NOT NULL DEFAULT now()
         );
-        CREATE INDEX documents_terms_gin ON documents USING gin (terms);
         CREATE INDEX documents_tags_gin ON documents USING gin (tags);
 
         -- Passage text, keyed by the sha256 of its normalised text (shared by duplicates,
@@ -55,7 +50,8 @@ def upgrade() -> None:
             tokens integer NOT NULL
         );
 
-        -- A passage's occurrence in a document, with its citation and lexical data.
+        -- A passage's occurrence in a document, with its citation and lexical data
+        -- (weighted term frequencies as parallel arrays; document-level BM25 sums them).
         CREATE TABLE chunks (
             id            bigserial PRIMARY KEY,
             doc_id        integer NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
@@ -94,10 +90,10 @@ def upgrade() -> None:
             doc_id   integer NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
             target   text NOT NULL,
             anchor   text,
-            alias    text,
+            alias    text,                          -- kept only when it may be the target
             kind     text NOT NULL,
             line     integer NOT NULL,
-            resolved text                           -- vault path of the target, NULL if none
+            resolved integer REFERENCES documents(id) ON DELETE SET NULL
         );
         CREATE INDEX links_doc ON links (doc_id);
         CREATE INDEX links_resolved ON links (resolved);

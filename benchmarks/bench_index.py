@@ -1,0 +1,125 @@
+"""Index benchmark: full build, no-op refresh, one-edited-file refresh; ours vs the reference.
+
+    python -m benchmarks.bench_index --corpus DIR [--model PATH] [--home DIR] [--json]
+
+The corpus is copied to a temporary folder first (one note gets edited). Our index goes to a
+fresh home (a temporary one by default); the SQLite reference is built in a child process
+on the same copy so that its memory is measured apart from ours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import multiprocessing
+import resource
+import shutil
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import MemorySampler, copy_corpus, open_app, print_table, self_peak_rss_mb
+from benchmarks.reference_sqlite import ReferenceIndex
+
+
+def _reference_build(db_path: str, model: str, vault: str) -> dict[str, Any]:
+    ref = ReferenceIndex(db_path, model)
+    stats: dict[str, Any] = ref.build(vault)
+    ref.close()
+    stats["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return stats
+
+
+def run(corpus: Path, model: str, home: Path | None, database_url: str | None) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="bench-index-"))
+    atexit.register(shutil.rmtree, work, True)  # registered first, so it runs after pg stops
+    vault, t = work / "vault", time.perf_counter()
+    copy_corpus(corpus, vault)
+    out: dict[str, Any] = {"corpus": str(corpus), "copy_s": round(time.perf_counter() - t, 2)}
+    home = home or work / "home"
+    if home.exists() and any(home.iterdir()):
+        raise SystemExit(f"--home {home} is not empty: the benchmark needs a fresh one")
+
+    app = open_app(vault, home, model, database_url)
+    t = time.perf_counter()
+    app.db  # noqa: B018 - start (or connect to) the server and migrate, timed apart
+    out["db_start_s"] = round(time.perf_counter() - t, 2)
+    with MemorySampler(home / "pgdata") as mem:
+        t = time.perf_counter()
+        report = app.index()
+        out["full_s"] = round(time.perf_counter() - t, 2)
+    out["postgres_peak_mb"] = mem.postgres_peak_mb if mem.available and not database_url else None
+    out["tree_peak_mb"] = mem.tree_peak_mb if mem.available else None
+    out.update(files=report.files_seen, chunks=report.chunks_added,
+               passages_embedded=report.passages_embedded, errors=len(report.errors))  # fmt: skip
+    out["files_per_s"] = round(report.files_seen / out["full_s"], 1)
+    out["python_peak_mb"] = self_peak_rss_mb()
+    with app.db.connection() as conn:
+        row = conn.execute(
+            "SELECT pg_database_size(current_database()),"
+            " (SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'embeddings_hnsw%%')"
+        ).fetchone()
+        conn.commit()
+    out["db_mb"], out["hnsw_index"] = round(row[0] / 2**20, 1), bool(row[1])
+
+    t = time.perf_counter()
+    noop = app.index()
+    out["noop_refresh_s"] = round(time.perf_counter() - t, 3)
+    out["noop_changed"] = noop.files_changed
+    notes = sorted(vault.rglob("*.md"))
+    edited = notes[len(notes) // 2]
+    with edited.open("a", encoding="utf-8") as fh:
+        fh.write("\nAn extra line appended by the benchmark, with a new word: zyzzogeton.\n")
+    t = time.perf_counter()
+    edit = app.index()
+    out["edit_refresh_s"] = round(time.perf_counter() - t, 3)
+    out["edit_changed"], out["edit_embedded"] = edit.files_changed, edit.passages_embedded
+    app.close()
+
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        ref = pool.submit(_reference_build, str(work / "ref.db"), model, str(vault)).result()
+    out["reference"] = ref
+    out["ratio_full"] = round(out["full_s"] / ref["seconds"], 2)
+    return out
+
+
+def show(r: dict[str, Any]) -> None:
+    ref = r["reference"]
+    rows: list[tuple[object, ...]] = [
+        ("files", r["files"], ref["files"], ""),
+        ("chunks", r["chunks"], ref["chunks"], ""),
+        ("full index (s)", r["full_s"], ref["seconds"], r["ratio_full"]),
+        ("files/s", r["files_per_s"], round(ref["files"] / ref["seconds"], 1), ""),
+        ("peak RSS python (MB)", r["python_peak_mb"], ref["peak_rss_mb"], ""),
+        ("peak PSS us + workers (MB)", r["tree_peak_mb"], "-", ""),
+        ("peak PSS postgres (MB)", r["postgres_peak_mb"], "-", ""),
+        ("database size (MB)", r["db_mb"], round(ref["db_bytes"] / 2**20, 1), ""),
+        ("no-op refresh (s)", r["noop_refresh_s"], "-", ""),
+        ("1 edited file refresh (s)", r["edit_refresh_s"], "-", ""),
+    ]
+    print(f"corpus {r['corpus']}  (db start {r['db_start_s']} s, HNSW index: {r['hnsw_index']})")
+    print_table(rows, ("metric", "ours", "reference", "ours/ref"))
+    print(f"edit refresh re-indexed {r['edit_changed']} file(s), embedded {r['edit_embedded']}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", type=Path, required=True)
+    ap.add_argument("--model", default="minishlab/potion-base-8M")
+    ap.add_argument("--home", type=Path, help="fresh folder for our index (default: temporary)")
+    ap.add_argument("--database-url", help="an external Postgres instead of the embedded one")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    result = run(args.corpus.resolve(), args.model, args.home, args.database_url)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        show(result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,548 @@
+"""The checks behind ``retriever health``, the MCP ``health`` tool and the SessionStart hook.
+
+Verdicts (and exit codes):
+
+* ``healthy`` (0): database, schema, embedder and index are all in order: hybrid search.
+* ``degraded`` (1): search works, but not fully: lexical only (embedder down, no vectors
+  for the current model), vectors pending, notes changed since the last index run, or an
+  empty index. Results may be incomplete and the report says why.
+* ``down`` (2): no search is possible: the database is unreachable or the schema is
+  missing or from another version.
+
+Each check answers with ok/warn/fail, what it saw and what to do next. A component that
+could not be checked is reported as failed, never silently left out, so that a dead
+database can never pass for an empty vault. The checks are read-only (no migrations, no
+indexing) and bounded by ``timeout``: a hung Ollama is reported after ``timeout``
+seconds instead of stalling the caller.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from retriever.app import Retriever
+    from retriever.embed import Embedder
+
+log = logging.getLogger(__name__)
+
+Status = Literal["ok", "warn", "fail"]
+Verdict = Literal["healthy", "degraded", "down"]
+EXIT_CODES: dict[str, int] = {"healthy": 0, "degraded": 1, "down": 2}
+# Common words, so that even a small-vocabulary static model gives a non-zero vector.
+PROBE_TEXT = "retriever health probe: search the notes"
+REQUIRED_EXTENSIONS = ("vector", "unaccent")
+
+
+@dataclass(slots=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+    hint: str | None = None
+    # A failed critical check means no search at all (verdict "down").
+    critical: bool = False
+    ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "detail": self.detail,
+            "hint": self.hint,
+            "critical": self.critical,
+            "ms": round(self.ms, 1),
+        }
+
+
+@dataclass(slots=True)
+class HealthReport:
+    checks: list[Check]
+    search_mode: Literal["hybrid", "lexical", "none"]
+    seconds: float = 0.0
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> Verdict:
+        if any(c.status == "fail" and c.critical for c in self.checks):
+            return "down"
+        if any(c.status != "ok" for c in self.checks):
+            return "degraded"
+        return "healthy"
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    @property
+    def problems(self) -> list[Check]:
+        order = {"fail": 0, "warn": 1, "ok": 2}
+        return sorted((c for c in self.checks if c.status != "ok"), key=lambda c: order[c.status])
+
+    def check(self, name: str) -> Check | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+    def summary(self) -> str:
+        """One paragraph: the verdict, the search mode and what is wrong."""
+        mode = {
+            "hybrid": "hybrid search (keywords + meaning)",
+            "lexical": "keyword-only search (no semantic matching)",
+            "none": "no search possible",
+        }[self.search_mode]
+        text = f"retriever is {self.verdict}: {mode}."
+        notes = self.facts.get("notes_indexed")
+        if notes is not None and self.search_mode != "none":
+            text += f" {notes} notes indexed."
+        for c in self.problems:
+            text += f" {c.name}: {c.detail}."
+            if c.hint:
+                text += f" ({c.hint})"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "ok": self.verdict == "healthy",
+            "exit_code": self.exit_code,
+            "search_mode": self.search_mode,
+            "summary": self.summary(),
+            "seconds": round(self.seconds, 3),
+            "checks": [c.to_dict() for c in self.checks],
+            **({"facts": self.facts} if self.facts else {}),
+        }
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0].strip() if text else type(exc).__name__
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    @property
+    def ms(self) -> float:
+        return (time.perf_counter() - self.start) * 1000
+
+
+# --------------------------------------------------------------------------- embedder probe
+
+
+@dataclass(slots=True)
+class _Probe:
+    embedder: Embedder | None = None
+    error: str | None = None
+    probe_error: str | None = None
+    dim: int | None = None
+    ms: float = 0.0
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+def _start_probe(app: Retriever, retry: bool) -> _Probe:
+    """Load the embedder and embed a probe text on a daemon thread.
+
+    A daemon thread, not an executor: a hung Ollama must not keep the process alive
+    after the report is printed.
+    """
+    probe = _Probe()
+
+    def run() -> None:
+        timer = _Timer()
+        try:
+            embedder, error = app.embedder(retry=retry)
+            probe.embedder, probe.error = embedder, error
+            if embedder is not None:
+                vectors = np.asarray(embedder.embed([PROBE_TEXT]), dtype=np.float32)
+                probe.dim = int(embedder.dimension)
+                if vectors.shape != (1, probe.dim):
+                    probe.probe_error = (
+                        f"probe vector has shape {vectors.shape}, expected (1, {probe.dim})"
+                    )
+                elif not np.isfinite(vectors).all():
+                    probe.probe_error = "probe vector contains NaN or infinity"
+                elif not np.any(vectors):
+                    probe.probe_error = "probe vector is all zeros"
+        except Exception as exc:  # a crashing probe is a failed embedder, not a crash
+            probe.probe_error = f"{type(exc).__name__}: {_first_line(exc)}"
+        finally:
+            probe.ms = timer.ms
+            probe.done.set()
+
+    threading.Thread(target=run, name="retriever-health-probe", daemon=True).start()
+    return probe
+
+
+def _embedder_check(app: Retriever, probe: _Probe, timeout: float) -> Check:
+    model = app.settings.embed_model
+    if not probe.done.wait(timeout):
+        return Check(
+            "embedder",
+            "fail",
+            f"{model} did not answer within {timeout:g} s",
+            "check that the model server (Ollama) is running and not overloaded; "
+            "search is keyword-only meanwhile",
+            ms=timeout * 1000,
+        )
+    if probe.embedder is None:
+        reason = probe.error or probe.probe_error or "unknown error"
+        if model.strip().lower() in {"none", "off", "lexical"}:
+            hint = "set RETRIEVER_EMBED_MODEL to a Model2Vec model or ollama:<model>"
+        elif model.startswith("ollama:"):
+            hint = f"start Ollama and run `ollama pull {model.removeprefix('ollama:')}`"
+        else:
+            hint = "set RETRIEVER_EMBED_MODEL to a Model2Vec model id or an existing folder"
+        return Check(
+            "embedder", "fail", f"unavailable: {reason}", hint + "; search is keyword-only",
+            ms=probe.ms,
+        )  # fmt: skip
+    if probe.probe_error:
+        # Loaded once but no longer answers sensibly: search must not use it.
+        app.embedder_failed(f"health probe failed: {probe.probe_error}")
+        return Check(
+            "embedder",
+            "fail",
+            f"{probe.embedder.model_id} loaded but the probe failed: {probe.probe_error}",
+            "restart the model server or choose another model; search is keyword-only",
+            ms=probe.ms,
+        )
+    return Check(
+        "embedder",
+        "ok",
+        f"{probe.embedder.model_id} answers (dimension {probe.dim}, {probe.ms:.0f} ms)",
+        ms=probe.ms,
+    )
+
+
+# --------------------------------------------------------------------------- database
+
+
+def database_url(app: Retriever) -> str:
+    """The URL the app uses: an open pool's, else DATABASE_URL, else the embedded server."""
+    from retriever.db import resolve_url
+
+    pool = getattr(app, "_db", None)  # already open (MCP server, tests): same database
+    if pool is not None:
+        return str(pool.url)
+    return resolve_url(app.settings.database_url, app.settings.home)
+
+
+def _connect(app: Retriever, timeout: float) -> tuple[psycopg.Connection | None, Check]:
+    import psycopg
+
+    from retriever.db import describe_url
+
+    timer = _Timer()
+    try:
+        url = database_url(app)
+    except Exception as exc:  # embedded server failed to start
+        return None, Check(
+            "database", "fail", _first_line(exc),
+            "check RETRIEVER_HOME is writable, or set DATABASE_URL to a running PostgreSQL",
+            critical=True, ms=timer.ms,
+        )  # fmt: skip
+    where = describe_url(url)
+    try:
+        conn = psycopg.connect(
+            url,
+            autocommit=True,
+            # libpq counts whole seconds and treats 1 as 2
+            connect_timeout=max(2, math.ceil(timeout)),
+            application_name="retriever-health",
+        )
+        conn.execute(f"SET statement_timeout = {int(timeout * 1000)}")
+        row = conn.execute("SHOW server_version").fetchone()
+    except Exception as exc:
+        return None, Check(
+            "database",
+            "fail",
+            f"cannot connect to {where}: {_first_line(exc)}",
+            "start PostgreSQL or fix DATABASE_URL; no search is possible until it answers",
+            critical=True,
+            ms=timer.ms,
+        )
+    version = row[0].split()[0] if row else "?"
+    return conn, Check(
+        "database", "ok", f"{where} answers (PostgreSQL {version})", critical=True, ms=timer.ms
+    )
+
+
+def _extensions_check(conn: psycopg.Connection) -> Check:
+    timer = _Timer()
+    rows = conn.execute(
+        "SELECT extname, extversion FROM pg_extension WHERE extname = ANY(%s)",
+        (list(REQUIRED_EXTENSIONS),),
+    ).fetchall()
+    have = {r[0]: r[1] for r in rows}
+    missing = [e for e in REQUIRED_EXTENSIONS if e not in have]
+    if missing:
+        available = {
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM pg_available_extensions WHERE name = ANY(%s)", (missing,)
+            )
+        }
+        not_installed = [e for e in missing if e not in available]
+        hint = "run `retriever db upgrade`"
+        if not_installed:
+            hint = (
+                f"install {', '.join(not_installed)} on the server (pgvector image or "
+                "postgresql-contrib), then run `retriever db upgrade`"
+            )
+        return Check(
+            "extensions", "fail", f"missing: {', '.join(missing)}", hint, critical=True,
+            ms=timer.ms,
+        )  # fmt: skip
+    detail = ", ".join(f"{name} {have[name]}" for name in REQUIRED_EXTENSIONS)
+    return Check("extensions", "ok", detail, critical=True, ms=timer.ms)
+
+
+def _schema_check(conn: psycopg.Connection) -> Check:
+    from retriever.migrate import head_revision
+
+    timer = _Timer()
+    head = head_revision()
+    row = conn.execute("SELECT to_regclass('alembic_version') IS NOT NULL").fetchone()
+    current = None
+    if row and row[0]:
+        got = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        current = got[0] if got else None
+    if current is None:
+        return Check(
+            "schema", "fail", "no retriever schema in this database",
+            "run `retriever db upgrade` (or `retriever index`, which migrates first)",
+            critical=True, ms=timer.ms,
+        )  # fmt: skip
+    if current != head:
+        return Check(
+            "schema",
+            "fail",
+            f"database schema is at revision {current}, this program expects {head}",
+            "run `retriever db upgrade`; if the database is newer, upgrade retriever",
+            critical=True,
+            ms=timer.ms,
+        )
+    return Check("schema", "ok", f"migrations at head ({head})", critical=True, ms=timer.ms)
+
+
+# --------------------------------------------------------------------------- index
+
+
+def _age(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s ago"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min ago"
+    if seconds < 172800:
+        return f"{seconds / 3600:.0f} h ago"
+    return f"{seconds / 86400:.0f} days ago"
+
+
+def _model_check(
+    conn: psycopg.Connection, embedder: Embedder | None, facts: dict[str, Any]
+) -> tuple[Check, int | None]:
+    """Do the stored vectors belong to the configured model? Returns the model row id."""
+    timer = _Timer()
+    models = conn.execute(
+        "SELECT id, fingerprint, model_id, dim FROM models ORDER BY id"
+    ).fetchall()
+    passages_row = conn.execute("SELECT count(*) FROM passages").fetchone()
+    passages = int(passages_row[0]) if passages_row else 0
+    facts["passages"] = passages
+    stored = ", ".join(f"{m[2]} (dim {m[3]})" for m in models) or "none"
+    if embedder is None:
+        return Check(
+            "model",
+            "warn",
+            f"not compared (no embedder); stored vectors: {stored}",
+            "fix the embedder first",
+            ms=timer.ms,
+        ), None
+    current = next((m for m in models if m[1] == embedder.fingerprint), None)
+    if current is None:
+        if passages == 0:
+            return Check("model", "ok", "no passages to embed yet", ms=timer.ms), None
+        other = f"; stored vectors belong to {stored}" if models else ""
+        return Check(
+            "model",
+            "warn",
+            f"no vectors for the configured model {embedder.model_id}{other}",
+            "run `retriever index` to embed with the configured model "
+            "(search is keyword-only until then)",
+            ms=timer.ms,
+        ), None
+    if int(current[3]) != embedder.dimension:
+        return Check(
+            "model",
+            "fail",
+            f"stored dimension {current[3]} differs from the model's {embedder.dimension}",
+            "run `retriever gc` then `retriever index` to re-embed",
+            ms=timer.ms,
+        ), None
+    extra = f" (also stored: {len(models) - 1} other model(s), see `retriever gc`)"
+    return Check(
+        "model",
+        "ok",
+        f"stored vectors match {embedder.model_id}" + (extra if len(models) > 1 else ""),
+        ms=timer.ms,
+    ), int(current[0])
+
+
+def _coverage_check(
+    app: Retriever,
+    conn: psycopg.Connection,
+    model_row: int | None,
+    vault_ok: bool,
+    facts: dict[str, Any],
+) -> Check:
+    """N of M notes indexed, files changed since the last run, passages pending vectors.
+
+    The same comparison as ``retriever status`` (size + mtime per file), on the
+    health check's own connection.
+    """
+    from retriever import store
+    from retriever.scan import scan_vault
+
+    timer = _Timer()
+    settings = app.settings
+    states = {
+        r[0]: (int(r[1]), int(r[2]))
+        for r in conn.execute("SELECT path, size, mtime_ns FROM documents").fetchall()
+    }
+    last = store.get_meta(conn, "last_index")
+    problems: list[str] = []
+    hints: list[str] = []
+    if vault_ok:
+        scan = scan_vault(settings.resolved_vault(), include=settings.include,
+                          exclude=settings.exclude, max_bytes=settings.max_file_bytes)  # fmt: skip
+        on_disk = {f.path: (f.size, f.mtime_ns) for f in scan.files}
+        changed = sum(1 for p, sig in on_disk.items() if states.get(p) != sig)
+        deleted = sum(1 for p in states if p not in on_disk)
+        indexed = len(on_disk) - changed
+        detail = f"{indexed} of {len(on_disk)} notes indexed"
+        facts.update(notes_on_disk=len(on_disk), notes_changed=changed, notes_deleted=deleted)
+        if not on_disk:
+            problems.append("the vault has no markdown notes")
+            hints.append("check RETRIEVER_VAULT points at your notes")
+        elif not states:
+            problems.append("nothing is indexed yet")
+            hints.append("run `retriever index`")
+        elif changed or deleted:
+            problems.append(f"{changed} changed and {deleted} deleted since the last index run")
+            hints.append("run `retriever index` (results may be out of date)")
+    else:
+        detail = f"{len(states)} notes indexed (vault folder not readable)"
+    facts["notes_indexed"] = len(states)
+    if isinstance(last, dict) and isinstance(last.get("at"), int | float):
+        facts["last_index_at"] = last["at"]
+        detail += f", last run {_age(max(0.0, time.time() - float(last['at'])))}"
+    if model_row is not None:
+        pending = store.count_pending(conn, model_row)
+        facts["passages_pending"] = pending
+        detail += f", {pending} passages pending vectors"
+        if pending:
+            problems.append(f"{pending} passages have no vector yet")
+            hints.append("run `retriever index` to embed them (they are found by keywords only)")
+    status: Status = "warn" if problems else "ok"
+    if problems:
+        detail += " — " + "; ".join(problems)
+    return Check("index", status, detail, "; ".join(dict.fromkeys(hints)) or None, ms=timer.ms)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _safely(name: str, fn: Callable[[], Check], *, critical: bool = False) -> Check:
+    try:
+        return fn()
+    except Exception as exc:  # one broken check must not hide the others
+        log.debug("health check %s crashed", name, exc_info=True)
+        return Check(
+            name, "fail", f"check failed: {type(exc).__name__}: {_first_line(exc)}",
+            critical=critical,
+        )  # fmt: skip
+
+
+def run_health(
+    app: Retriever, *, timeout: float = 3.0, retry_embedder: bool = False
+) -> HealthReport:
+    """Run every check; ``timeout`` bounds the database connection and the embedder probe."""
+    started = time.perf_counter()
+    facts: dict[str, Any] = {}
+    # The embedder loads while the database is checked: the two are independent.
+    probe = _start_probe(app, retry_embedder)
+    checks: list[Check] = []
+
+    vault = app.settings.resolved_vault()
+    vault_ok = vault.is_dir()
+    checks.append(
+        Check("vault", "ok", f"{vault} is readable")
+        if vault_ok
+        else Check(
+            "vault",
+            "fail",
+            f"vault folder not found: {vault}",
+            "set RETRIEVER_VAULT or pass --vault; search still serves the existing index",
+        )
+    )
+
+    conn, db_check = _connect(app, timeout)
+    checks.append(db_check)
+    schema_ok = False
+    if conn is not None:
+        ext = _safely("extensions", lambda: _extensions_check(conn), critical=True)
+        checks.append(ext)
+        schema = _safely("schema", lambda: _schema_check(conn), critical=True)
+        checks.append(schema)
+        schema_ok = ext.status == "ok" and schema.status == "ok"
+    else:
+        for name in ("extensions", "schema"):
+            checks.append(
+                Check(name, "fail", "not checked: the database is unreachable", critical=True)
+            )
+
+    emb_check = _embedder_check(app, probe, max(0.1, timeout - (time.perf_counter() - started)))
+    checks.append(emb_check)
+    embedder = probe.embedder if emb_check.status == "ok" else None
+
+    try:
+        if conn is not None and schema_ok:
+            model_holder: list[int | None] = [None]
+
+            def model() -> Check:
+                check, model_holder[0] = _model_check(conn, embedder, facts)
+                return check
+
+            checks.append(_safely("model", model))
+            checks.append(
+                _safely(
+                    "index", lambda: _coverage_check(app, conn, model_holder[0], vault_ok, facts)
+                )
+            )
+        else:
+            why = "the database is unreachable" if conn is None else "the schema is not usable"
+            checks.append(Check("model", "fail", f"not checked: {why}"))
+            checks.append(Check("index", "fail", f"not checked: {why}"))
+    finally:
+        if conn is not None:
+            conn.close()
+
+    report = HealthReport(checks=checks, search_mode="hybrid", facts=facts)
+    if report.verdict == "down":
+        report.search_mode = "none"
+    else:
+        model_check = report.check("model")
+        if embedder is None or (model_check is not None and model_check.status != "ok"):
+            report.search_mode = "lexical"
+    report.seconds = time.perf_counter() - started
+    return report

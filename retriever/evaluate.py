@@ -1,0 +1,197 @@
+"""Retrieval evaluation: JSONL cases or a BEIR folder, metrics via ir-measures.
+
+Reports nDCG@10, Recall@10, MRR, Hit@1/3, citation hit rate, absence detection (share of
+unanswerable cases flagged vs answerable ones wrongly flagged), per kind, and latency.
+``ablate`` runs every arm and fusion choice in one run so they are compared side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ir_measures
+from ir_measures import RR, R, Success, nDCG
+
+from retriever.app import Retriever
+
+MEASURES = [nDCG @ 10, R @ 10, RR, Success @ 1, Success @ 3]
+NAMES = {"nDCG@10": "ndcg@10", "R@10": "recall@10", "RR": "mrr", "Success@1": "hit@1",
+         "Success@3": "hit@3"}  # fmt: skip
+
+
+@dataclass(slots=True)
+class Case:
+    id: str
+    queries: list[str]
+    relevant: dict[str, int]  # path -> grade
+    lines: dict[str, tuple[int, int]] = field(default_factory=dict)
+    kind: str = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    name: str
+    mode: str = "hybrid"
+    fusion: str | None = None
+    graph: bool | None = None
+
+
+ABLATIONS = [
+    Config("lexical", mode="lexical", graph=False),
+    Config("semantic", mode="semantic", graph=False),
+    Config("hybrid-rrf60", fusion="rrf", graph=False),
+    Config("hybrid-rrf30", fusion="rrf30", graph=False),
+    Config("hybrid-interleave", fusion="interleave", graph=False),
+    Config("hybrid-rrf60+graph", fusion="rrf", graph=True),
+    Config("hybrid-rrf30+graph", fusion="rrf30", graph=True),
+]
+
+
+def load_cases(path: Path) -> list[Case]:
+    cases: list[Case] = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path.name}:{n}: not JSON ({exc.msg})") from exc
+        query = raw.get("query") or raw.get("queries")
+        queries = [query] if isinstance(query, str) else list(query or [])
+        rel = raw.get("relevant") or []
+        relevant = (
+            {p: 1 for p in rel} if isinstance(rel, list) else {k: int(v) for k, v in rel.items()}
+        )
+        lines = {k: (int(v[0]), int(v[1])) for k, v in (raw.get("lines") or {}).items()}
+        kind = raw.get("kind") or ("absent" if not relevant else "default")
+        cases.append(Case(str(raw.get("id", n)), queries, relevant, lines, kind))
+    return cases
+
+
+def load_beir(folder: Path) -> tuple[dict[str, tuple[str, str]], list[Case]]:
+    """(corpus id -> (title, text), cases) from a BEIR folder."""
+    corpus: dict[str, tuple[str, str]] = {}
+    with (folder / "corpus.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            doc = json.loads(line)
+            corpus[str(doc["_id"])] = (doc.get("title") or "", doc.get("text") or "")
+    queries: dict[str, str] = {}
+    with (folder / "queries.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            q = json.loads(line)
+            queries[str(q["_id"])] = q["text"]
+    qrels: dict[str, dict[str, int]] = defaultdict(dict)
+    for n, line in enumerate((folder / "qrels.tsv").read_text().splitlines()):
+        parts = line.split("\t") if "\t" in line else line.split()
+        if n == 0 and not parts[-1].lstrip("-").isdigit():
+            continue  # header
+        qid, did, score = parts[0], parts[1], int(parts[-1])
+        if score > 0:
+            qrels[qid][f"{did}.md"] = score
+    cases = [
+        Case(qid, [queries[qid]], rel, kind="beir") for qid, rel in qrels.items() if qid in queries
+    ]
+    return corpus, cases
+
+
+def write_beir_vault(corpus: dict[str, tuple[str, str]], vault: Path) -> None:
+    """Materialise a BEIR corpus as notes (``<id>.md`` with the title as H1)."""
+    vault.mkdir(parents=True, exist_ok=True)
+    for doc_id, (title, text) in corpus.items():
+        path = vault / f"{doc_id}.md"
+        body = f"# {title.strip() or doc_id}\n\n{text.strip()}\n"
+        if not path.exists() or path.read_text(encoding="utf-8") != body:
+            path.write_text(body, encoding="utf-8")
+
+
+def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def run_config(
+    app: Retriever, cases: Sequence[Case], config: Config, budget: int
+) -> dict[str, Any]:
+    qrels = [ir_measures.Qrel(c.id, p, g) for c in cases for p, g in c.relevant.items()]
+    run: list[ir_measures.ScoredDoc] = []
+    latencies: list[float] = []
+    per_case: dict[str, dict[str, Any]] = {}
+    for case in cases:
+        started = time.perf_counter()
+        result = app.search(case.queries, budget_tokens=budget, mode=config.mode,
+                            fusion=config.fusion, graph=config.graph, fresh=False)  # fmt: skip
+        latencies.append((time.perf_counter() - started) * 1000)
+        for rank, path in enumerate(result.ranked_paths[:100], start=1):
+            run.append(ir_measures.ScoredDoc(case.id, path, 1.0 / rank))
+        cited = None
+        if case.lines:
+            cited = any(
+                h.path in case.lines and _overlaps((h.start_line, h.end_line), case.lines[h.path])
+                for h in result.hits
+            )
+        per_case[case.id] = {"kind": case.kind, "absent": result.likely_absent, "cited": cited,
+                             "mode": result.mode, "coverage": result.coverage,
+                             "best_cosine": result.best_cosine}  # fmt: skip
+    answerable = [c for c in cases if c.relevant]
+    absent = [c for c in cases if not c.relevant]
+    metrics: dict[str, Any] = {}
+    if answerable:
+        metrics.update(_aggregate(qrels, run))
+        by_kind: dict[str, list[Case]] = defaultdict(list)
+        for c in answerable:
+            by_kind[c.kind].append(c)
+        if len(by_kind) > 1:
+            metrics["per_kind"] = {
+                kind: _aggregate([q for q in qrels if q.query_id in {c.id for c in group}],
+                                 [r for r in run if r.query_id in {c.id for c in group}])
+                for kind, group in sorted(by_kind.items())
+            }  # fmt: skip
+        cited = [per_case[c.id]["cited"] for c in answerable if per_case[c.id]["cited"] is not None]
+        if cited:
+            metrics["citation_hit_rate"] = round(sum(cited) / len(cited), 4)
+        metrics["answerable_flagged_absent"] = round(
+            sum(per_case[c.id]["absent"] for c in answerable) / len(answerable), 4
+        )
+    if absent:
+        metrics["absent_flagged"] = round(
+            sum(per_case[c.id]["absent"] for c in absent) / len(absent), 4
+        )
+    metrics["latency_ms"] = {
+        "p50": round(statistics.median(latencies), 2),
+        "p95": round(_percentile(latencies, 95), 2),
+    }
+    metrics["modes_used"] = sorted({v["mode"] for v in per_case.values()})
+    metrics["cases"] = len(cases)
+    return {"config": config.name, **metrics, "_per_case": per_case}
+
+
+def _aggregate(qrels: list[ir_measures.Qrel], run: list[ir_measures.ScoredDoc]) -> dict[str, float]:
+    values = ir_measures.calc_aggregate(MEASURES, qrels, run)
+    return {NAMES[str(m)]: round(float(v), 4) for m, v in values.items()}
+
+
+def _percentile(values: Sequence[float], pct: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    k = (len(ordered) - 1) * pct / 100
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def evaluate(app: Retriever, cases: Sequence[Case], *, ablate: bool, budget: int = 1200,
+             keep_per_case: bool = False) -> dict[str, Any]:  # fmt: skip
+    configs = ABLATIONS if ablate else [Config("default")]
+    results = []
+    for config in configs:
+        r = run_config(app, cases, config, budget)
+        if not keep_per_case:
+            r.pop("_per_case")
+        results.append(r)
+    return {"cases": len(cases), "results": results}

@@ -1,0 +1,71 @@
+"""Rank fusion (pure): reciprocal rank fusion and semantic/lexical interleaving."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+FUSIONS = ("rrf", "rrf30", "interleave")
+
+
+@dataclass(frozen=True, slots=True)
+class RankedList:
+    arm: str  # "lexical" | "semantic" | "graph"
+    keys: Sequence[Hashable]  # best first
+    weight: float = 1.0
+
+
+def rrf(lists: Sequence[RankedList], *, k: float = 60.0) -> dict[Hashable, float]:
+    """Reciprocal rank fusion: score(d) = sum over lists of weight / (k + rank)."""
+    scores: dict[Hashable, float] = {}
+    for ranked in lists:
+        for rank, key in enumerate(ranked.keys, start=1):
+            scores[key] = scores.get(key, 0.0) + ranked.weight / (k + rank)
+    return scores
+
+
+def interleave(
+    semantic: Sequence[Sequence[Hashable]],
+    lexical: Sequence[Sequence[Hashable]],
+    *,
+    ratio: int = 2,
+) -> dict[Hashable, float]:
+    """Take ``ratio`` semantic hits, then one lexical, repeatedly, skipping duplicates.
+
+    Several queries' lists of one arm are merged round-robin first. Scores are
+    descending positions (1/position) so they sort like the interleaved order.
+    """
+    sem = _round_robin(semantic)
+    lex = _round_robin(lexical)
+    order: list[Hashable] = []
+    seen: set[Hashable] = set()
+    i = j = 0
+    while i < len(sem) or j < len(lex):
+        for _ in range(ratio):
+            while i < len(sem) and sem[i] in seen:
+                i += 1
+            if i < len(sem):
+                seen.add(sem[i])
+                order.append(sem[i])
+                i += 1
+        while j < len(lex) and lex[j] in seen:
+            j += 1
+        if j < len(lex):
+            seen.add(lex[j])
+            order.append(lex[j])
+            j += 1
+    return {key: 1.0 / pos for pos, key in enumerate(order, start=1)}
+
+
+def _round_robin(lists: Sequence[Sequence[Hashable]]) -> list[Hashable]:
+    out: list[Hashable] = []
+    seen: set[Hashable] = set()
+    for rank in range(max((len(x) for x in lists), default=0)):
+        for keys in lists:
+            if rank < len(keys) and keys[rank] not in seen:
+                seen.add(keys[rank])
+                out.append(keys[rank])
+    return out

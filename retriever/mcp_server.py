@@ -1,0 +1,614 @@
+"""The MCP server: read-only tools over the vault index for AI agents (FastMCP).
+
+``build_server(app)`` makes the server; ``serve(app)`` runs it on stdio (default) or
+streamable HTTP. The server:
+
+* runs the health check at start-up and keeps the verdict; it starts even when the
+  database or the embedder is down, and every answer says what is missing;
+* serves keyword-only search while the embedder is unavailable and re-probes it at most
+  every ``reprobe_seconds`` (30 s), so hybrid search comes back without a restart;
+* validates every argument with messages that tell the calling model how to recover;
+  errors never carry absolute paths, SQL or stack traces (``mask_error_details``);
+* redacts everything it returns with :func:`redact` again, as defence in depth;
+* binds HTTP to loopback unless ``RETRIEVER_ALLOW_REMOTE=1`` (the container sets it) and
+  can require a bearer token.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+from fastmcp import FastMCP
+from fastmcp.exceptions import ToolError
+from pydantic import Field
+
+from healthcheck.checks import HealthReport, run_health
+from retriever import notes
+from retriever.config import env_flag
+from retriever.redact import redact
+
+if TYPE_CHECKING:
+    from retriever.app import Retriever
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+REPROBE_SECONDS = 30.0
+MAX_QUERIES = 4
+MAX_QUERY_CHARS = 2_000
+HARD_INPUT_BYTES = 100_000  # anything bigger is refused outright, not truncated
+MIN_BUDGET, MAX_BUDGET = 100, 8_000
+MAX_HITS = 40
+MAX_OUTPUT_BYTES = 64_000
+MAX_TAGS = 20
+DEFAULT_PORT = 8765
+
+INSTRUCTIONS = """\
+Search and read the user's personal markdown notes (an Obsidian-style vault). Read-only.
+
+Good habits:
+1. `search` first (or `get_context` for a ready-to-read block), then `read_note` on the
+   cited lines before relying on a passage.
+2. Cite sources as path:start-end, exactly as given in `citation`.
+3. When an answer has `likely_absent: true` or no hits, tell the user the vault does not
+   seem to cover it instead of guessing.
+4. If `mode` is "lexical", semantic matching is down (see `degraded_reason`): rephrase with
+   the exact words the notes would use, and try synonyms.
+5. Paths are always relative to the vault root, with forward slashes ('folder/Note.md').
+"""
+
+
+class RemoteBindError(ValueError):
+    """Refused to listen on a non-loopback address without RETRIEVER_ALLOW_REMOTE=1."""
+
+
+def _bad(message: str) -> ToolError:
+    """A refusal of the caller's input: logged quietly, shown to the agent as is."""
+    return ToolError(message, log_level=logging.INFO)
+
+
+def _redact_all(value: Any) -> Any:
+    """Redact every string in a JSON-like value (keys excluded)."""
+    if isinstance(value, str):
+        return redact(value)[0] if value else value
+    if isinstance(value, list):
+        return [_redact_all(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _redact_all(v) for k, v in value.items()}
+    return value
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8"))
+
+
+def _clean_query(text: str) -> str:
+    # Control characters become spaces: they carry no meaning and upset tokenisers.
+    cleaned = "".join(ch if ch.isprintable() else " " for ch in text)
+    return " ".join(cleaned.split())
+
+
+class ServerState:
+    """What the tools share: the app, the last health report and the re-probe clock."""
+
+    def __init__(self, app: Retriever, reprobe_seconds: float) -> None:
+        self.app = app
+        self.reprobe_seconds = reprobe_seconds
+        self.report: HealthReport | None = None
+        self._lock = threading.Lock()
+        self._last_probe = time.monotonic()
+
+    # -- health ----------------------------------------------------------------------
+    def check_health(self, *, timeout: float = 3.0) -> HealthReport:
+        report = run_health(self.app, timeout=timeout)
+        with self._lock:
+            self.report = report
+        return report
+
+    def maybe_reprobe(self) -> None:
+        """While the embedder is down, try to load it again, at most every reprobe_seconds."""
+        embedder, _ = self.app.embedder()  # cached: cheap when loaded or recently failed
+        if embedder is not None:
+            return
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last_probe < self.reprobe_seconds:
+                return
+            self._last_probe = now
+        embedder, error = self.app.embedder(retry=True)
+        if embedder is not None:
+            log.warning("embedder is back (%s): hybrid search restored", embedder.model_id)
+        else:
+            log.info("embedder still unavailable: %s", error)
+
+    # -- messages --------------------------------------------------------------------
+    def scrub(self, text: str | None) -> str | None:
+        if text is None:
+            return None
+        settings = self.app.settings
+        return notes.scrub_paths(
+            text,
+            vault=settings.resolved_vault(),
+            others=(settings.home, settings.embed_model if "/" in settings.embed_model else None),
+        )
+
+    def scrub_all(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, list):
+            return [self.scrub_all(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.scrub_all(v) for k, v in value.items()}
+        return value
+
+    def run(self, tool: str, fn: Callable[[], T]) -> T:
+        """Run a tool body, turning every failure into a ToolError an agent can act on."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        from retriever.db import DatabaseError
+        from retriever.search import SearchInputError
+
+        try:
+            return fn()
+        except ToolError:
+            raise
+        except (notes.NotePathError, notes.NoteQueryError, SearchInputError) as exc:
+            # Input problems: the message is the advice (checked free of absolute paths).
+            raise _bad(self.scrub(str(exc)) or "invalid input") from None
+        except (DatabaseError, psycopg.OperationalError, PoolTimeout) as exc:
+            log.warning("%s: database unavailable: %s", tool, type(exc).__name__)
+            raise ToolError(
+                "The note index is unavailable right now (the database does not answer). "
+                "This is not an empty result. Call `health` for details and retry later."
+            ) from None
+        except Exception:
+            log.exception("%s failed", tool)
+            raise ToolError(
+                f"{tool} failed with an internal error; retry, or simplify the request. "
+                "Call `health` if it keeps failing."
+            ) from None
+
+
+def _check_budget(value: int, default_name: str = "budget_tokens") -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _bad(f"{default_name} must be a whole number of tokens")
+    if not MIN_BUDGET <= value <= MAX_BUDGET:
+        raise _bad(
+            f"{default_name} must be between {MIN_BUDGET} and {MAX_BUDGET} (got {value}); "
+            "1200 suits a quick answer, 4000 a thorough one"
+        )
+    return value
+
+
+def check_queries(queries: str | list[str]) -> tuple[list[str], list[str]]:
+    """Validated queries plus notes about what was changed (truncation)."""
+    items = [queries] if isinstance(queries, str) else queries
+    if not isinstance(items, list) or not all(isinstance(q, str) for q in items):
+        raise _bad('queries must be a string or a list of strings, e.g. ["restic backups"]')
+    total = sum(len(q.encode("utf-8", errors="replace")) for q in items)
+    if total > HARD_INPUT_BYTES:
+        raise _bad(
+            f"the queries total {total} bytes, over the {HARD_INPUT_BYTES // 1000} KB limit: "
+            f"send a short question (at most {MAX_QUERY_CHARS} characters), not a document"
+        )
+    if len(items) > MAX_QUERIES:
+        raise _bad(
+            f"at most {MAX_QUERIES} queries per call (got {len(items)}): keep the best "
+            "phrasings, or make several calls"
+        )
+    cleaned: list[str] = []
+    remarks: list[str] = []
+    for i, q in enumerate(items, start=1):
+        text = _clean_query(q)
+        if len(text) > MAX_QUERY_CHARS:
+            remarks.append(f"query {i} was cut to {MAX_QUERY_CHARS} characters")
+            text = text[:MAX_QUERY_CHARS]
+        if text:
+            cleaned.append(text)
+    if not cleaned:
+        raise _bad(
+            "the query is empty: ask a question or give key words, e.g. 'how are backups done'"
+        )
+    return cleaned, remarks
+
+
+def _check_tags(tags: list[str] | str | None) -> list[str] | None:
+    if tags is None:
+        return None
+    items = [tags] if isinstance(tags, str) else tags
+    if len(items) > MAX_TAGS or not all(isinstance(t, str) and 0 < len(t) <= 100 for t in items):
+        raise _bad(f"tags must be up to {MAX_TAGS} short tag names, e.g. ['homelab']")
+    cleaned = [_clean_query(t).lstrip("#") for t in items]
+    return [t for t in cleaned if t] or None
+
+
+def _check_text(value: str | None, name: str, limit: int = 200) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > limit:
+        raise _bad(f"{name} must be a string of at most {limit} characters")
+    cleaned = _clean_query(value)
+    return cleaned or None
+
+
+def _cap_hits(data: dict[str, Any]) -> dict[str, Any]:
+    """Cap the number of hits and the answer size, dropping the lowest-ranked hits."""
+    hits = data.get("hits") or []
+    if len(hits) > MAX_HITS:
+        data["hits"] = hits = hits[:MAX_HITS]
+        data["truncated"] = True
+    while hits and _size(data) > MAX_OUTPUT_BYTES:
+        hits.pop()
+        data["truncated"] = True
+    if data.get("truncated"):
+        data["hint"] = "answer cut to fit; lower budget_tokens or narrow with folder/tags"
+    return data
+
+
+def _cap_text(text: str, limit: int = MAX_OUTPUT_BYTES) -> str:
+    raw = text.encode("utf-8")
+    if len(raw) <= limit:
+        return text
+    cut = raw[: limit - 100].decode("utf-8", errors="ignore")
+    return cut.rsplit("\n", 1)[0] + "\n\n(cut to fit the output limit; ask a narrower question)\n"
+
+
+def build_server(
+    app: Retriever,
+    *,
+    reprobe_seconds: float = REPROBE_SECONDS,
+    token: str | None = None,
+) -> FastMCP:
+    """The FastMCP server over ``app``. Runs the health check once, now."""
+    state = ServerState(app, reprobe_seconds)
+    try:
+        report = state.check_health()
+        log.warning("retriever MCP: %s", report.summary())
+    except Exception:  # never keep the server from starting: tools will explain
+        log.exception("start-up health check failed")
+
+    auth = None
+    if token:
+        from fastmcp.server.auth.providers.debug import DebugTokenVerifier
+
+        expected = token.encode("utf-8")
+        auth = DebugTokenVerifier(
+            validate=lambda got: hmac.compare_digest(got.encode("utf-8"), expected),
+            client_id="retriever-client",
+        )
+
+    server = FastMCP(
+        name="retriever",
+        instructions=INSTRUCTIONS,
+        mask_error_details=True,
+        auth=auth,
+        on_duplicate="error",
+    )
+    read_only = {
+        "readOnlyHint": True,
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": False,
+    }
+
+    def do_search(
+        queries: str | list[str],
+        budget: int,
+        mode: str | None,
+        folder: str | None,
+        tags: list[str] | str | None,
+        note_type: str | None,
+        modified_after: str | None,
+    ) -> tuple[Any, list[str]]:
+        cleaned, remarks = check_queries(queries)
+        budget = _check_budget(budget)
+        folder_norm = None
+        if folder is not None and folder.strip().strip("/"):
+            folder_norm = notes.clean_relative(folder.strip().rstrip("/"), what="folder")
+        if mode is not None and not isinstance(mode, str):
+            raise _bad("mode must be 'hybrid', 'lexical' or 'semantic'")
+        state.maybe_reprobe()
+        result = app.search(
+            cleaned,
+            budget_tokens=budget,
+            mode=(mode or "hybrid").strip().lower(),
+            folder=folder_norm,
+            tags=_check_tags(tags),
+            note_type=_check_text(note_type, "type"),
+            modified_after=_check_text(modified_after, "modified_after", 40),
+        )
+        return result, remarks
+
+    @server.tool(annotations=read_only)
+    def search(
+        queries: Annotated[
+            str | list[str],
+            Field(
+                description="A question or key words, or up to 4 alternative phrasings "
+                "(each at most 2000 characters)."
+            ),
+        ],
+        budget_tokens: Annotated[
+            int, Field(description="Tokens of passage text to return, 100-8000.")
+        ] = 1200,
+        mode: Annotated[
+            str | None,
+            Field(description="'hybrid' (default), 'lexical' (exact words) or 'semantic'."),
+        ] = None,
+        folder: Annotated[
+            str | None, Field(description="Only notes under this vault folder, e.g. 'homelab'.")
+        ] = None,
+        tags: Annotated[
+            list[str] | str | None, Field(description="Only notes with any of these tags.")
+        ] = None,
+        type: Annotated[
+            str | None, Field(description="Only notes whose frontmatter type is this.")
+        ] = None,
+        modified_after: Annotated[
+            str | None, Field(description="Only notes modified since this ISO date (UTC).")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Search the user's notes; returns the best passages with citations.
+
+        Each hit has `citation` (path:start-end), `text`, `heading_trail` and `score`.
+        `mode` says how the search ran ("hybrid", or "lexical" when semantic matching is
+        down, with `degraded_reason`). `likely_absent: true` means the vault probably does
+        not cover the question: say so rather than guess.
+
+        Examples:
+          search(queries="how are backups verified")
+          search(queries=["restic retention policy", "how long are snapshots kept"])
+          search(queries="caddy reverse proxy", folder="homelab", budget_tokens=3000)
+          search(queries="ERR_CONFIG_RELOAD", mode="lexical")
+        """
+
+        def body() -> dict[str, Any]:
+            result, remarks = do_search(
+                queries, budget_tokens, mode, folder, tags, type, modified_after
+            )
+            data = result.to_dict()
+            data["mode"] = result.mode
+            data["degraded_reason"] = state.scrub(result.degraded_reason)
+            if remarks:
+                data["notes"] = remarks
+            if data.get("likely_absent"):
+                data["advice"] = (
+                    "The vault probably does not answer this; tell the user instead of guessing."
+                )
+            return _cap_hits(_redact_all(data))
+
+        return state.run("search", body)
+
+    @server.tool(annotations=read_only)
+    def get_context(
+        topic: Annotated[str, Field(description="What the conversation needs background on.")],
+        budget_tokens: Annotated[
+            int, Field(description="Tokens of passage text to return, 100-8000.")
+        ] = 1500,
+    ) -> str:
+        """Background from the user's notes on a topic, as one markdown block to read.
+
+        Each passage is headed by its citation (path:start-end) so you can quote it or
+        open it with read_note. The first line says when search ran keyword-only.
+
+        Examples:
+          get_context(topic="home server hardware and what runs on it")
+          get_context(topic="trip to Japan 2023", budget_tokens=3000)
+        """
+
+        def body() -> str:
+            result, remarks = do_search(topic, budget_tokens, None, None, None, None, None)
+            text = result.to_markdown()
+            if result.degraded_reason:
+                # The reason may name a model path on this machine: scrub just that line.
+                text = text.replace(result.degraded_reason, state.scrub(result.degraded_reason))
+            else:
+                text = f"> search mode: {result.mode}\n" + text
+            for remark in remarks:
+                text = f"> note: {remark}\n" + text
+            return _cap_text(redact(text)[0])
+
+        return state.run("get_context", body)
+
+    @server.tool(annotations=read_only)
+    def read_note(
+        path: Annotated[
+            str,
+            Field(
+                description="Vault-relative path as given in a citation, e.g. 'homelab/Backups.md'."
+            ),
+        ],
+        start_line: Annotated[int | None, Field(description="First line (1-based).")] = None,
+        end_line: Annotated[int | None, Field(description="Last line (inclusive).")] = None,
+    ) -> dict[str, Any]:
+        """Read a note, or the lines of a citation, with line numbers.
+
+        Use it to check a search passage in context before relying on it. Long notes are
+        cut at about 24 KB: `truncated` is then true and `next_start_line` says where to
+        continue. Credentials in notes appear as [REDACTED:kind].
+
+        Examples:
+          read_note(path="homelab/Backups.md")
+          read_note(path="homelab/Backups.md", start_line=12, end_line=40)
+        """
+        return state.run(
+            "read_note",
+            lambda: _redact_all(notes.read_note(app, path, start_line, end_line)),
+        )
+
+    @server.tool(annotations=read_only)
+    def list_notes(
+        folder: Annotated[str | None, Field(description="Vault folder, e.g. 'travel'.")] = None,
+        tag: Annotated[
+            str | None, Field(description="Tag, e.g. 'homelab' (nested tags too).")
+        ] = None,
+        type: Annotated[str | None, Field(description="Frontmatter type, e.g. 'howto'.")] = None,
+        modified_after: Annotated[
+            str | None, Field(description="ISO date (UTC), e.g. '2024-05-01'.")
+        ] = None,
+        limit: Annotated[int, Field(description="Notes per page, 1-200.")] = 50,
+        cursor: Annotated[
+            str | None, Field(description="next_cursor from the previous page.")
+        ] = None,
+    ) -> dict[str, Any]:
+        """List indexed notes (path, title, tags, type, modified), sorted by path.
+
+        Filters combine. Pages: pass `next_cursor` back as `cursor` with the same filters
+        until it is null.
+
+        Examples:
+          list_notes(folder="homelab")
+          list_notes(tag="recipe", limit=20)
+          list_notes(modified_after="2024-05-01")
+        """
+        return state.run(
+            "list_notes",
+            lambda: _redact_all(
+                notes.list_notes(app, folder, tag, type, modified_after, limit, cursor)
+            ),
+        )
+
+    @server.tool(annotations=read_only)
+    def links(
+        path: Annotated[str, Field(description="Vault-relative note path.")],
+        direction: Annotated[
+            str, Field(description="'out' (links from the note), 'back' (links to it) or 'both'.")
+        ] = "both",
+        depth: Annotated[int, Field(description="Hops to follow, 1-3.")] = 1,
+    ) -> dict[str, Any]:
+        """Notes linked with a note: its outgoing links, its backlinks, or both.
+
+        Returns `links` (path, title, distance, direction) and `unresolved` (links in the
+        note that point to no existing note).
+
+        Examples:
+          links(path="Home.md", direction="out")
+          links(path="homelab/Backups.md", direction="back", depth=2)
+        """
+        return state.run(
+            "links", lambda: _redact_all(notes.note_links(app, path, direction, depth))
+        )
+
+    @server.tool(annotations=read_only)
+    def health() -> dict[str, Any]:
+        """Is search working, and how well? Checks database, schema, embedder and index.
+
+        `verdict` is "healthy" (hybrid search), "degraded" (search works, but e.g. only
+        by keywords, or the index is behind: see `summary`) or "down" (no search; tools
+        fail until it is fixed). Call it when results look wrong or a tool fails.
+        """
+
+        def body() -> dict[str, Any]:
+            state.maybe_reprobe()
+            data = state.check_health().to_dict()
+            data.pop("facts", None)
+            return _redact_all(state.scrub_all(data))
+
+        return state.run("health", body)
+
+    server.retriever_state = state  # type: ignore[attr-defined]  # for tests and the CLI
+    return server
+
+
+# --------------------------------------------------------------------------- running
+
+
+def is_loopback(host: str) -> bool:
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str) -> None:
+    """Refuse a non-loopback address unless RETRIEVER_ALLOW_REMOTE=1 says it is meant."""
+    if is_loopback(host):
+        return
+    if not env_flag("RETRIEVER_ALLOW_REMOTE"):
+        raise RemoteBindError(
+            f"refusing to listen on {host}: the MCP server exposes your notes. Bind to "
+            "127.0.0.1, or set RETRIEVER_ALLOW_REMOTE=1 (inside a container whose port is "
+            "published on the host's loopback only) and preferably a token"
+        )
+
+
+def serve(
+    app: Retriever,
+    *,
+    http: bool = False,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+) -> None:
+    """Run the server until interrupted: stdio by default, else streamable HTTP at /mcp."""
+    if not http:
+        if token:
+            log.warning("--token applies to HTTP only; stdio is private to the client process")
+        build_server(app).run(transport="stdio", show_banner=False)
+        return
+    check_bind(host)
+    if not is_loopback(host) and not token:
+        log.warning(
+            "listening on %s without a token: anything that reaches this port can read the "
+            "vault index", host,
+        )  # fmt: skip
+    server = build_server(app, token=token)
+    server.run(
+        transport="http",
+        host=host,
+        port=port,
+        show_banner=False,
+        # Host/Origin checks against DNS rebinding on loopback (off by default in FastMCP).
+        host_origin_protection="auto",
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m retriever.mcp_server [--http] [--host H] [--port P]`` (token from
+    RETRIEVER_MCP_TOKEN); the ``retriever mcp`` command does the same."""
+    import argparse
+    import sys
+    from pathlib import Path
+
+    from retriever.app import Retriever
+    from retriever.config import settings_from
+
+    p = argparse.ArgumentParser(prog="retriever-mcp")
+    p.add_argument("--vault", type=Path)
+    p.add_argument("--http", action="store_true")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")  # fmt: skip
+    app = Retriever(settings_from(vault=args.vault))
+    try:
+        serve(
+            app,
+            http=args.http,
+            host=args.host,
+            port=args.port,
+            token=os.environ.get("RETRIEVER_MCP_TOKEN") or None,
+        )
+    except RemoteBindError as exc:
+        sys.stderr.write(f"✗ {exc}\n")
+        raise SystemExit(2) from None
+    finally:
+        app.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Semantic side: pgvector cosine search over the current model's passage embeddings."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import psycopg
+from pgvector import HalfVector
+
+from retriever.embed import Embedder
+
+
+class QueryVectorCache:
+    """Small LRU of query vectors: agents often repeat or rephrase the same question."""
+
+    def __init__(self, size: int = 512) -> None:
+        self._size = size
+        self._items: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+
+    def get(self, embedder: Embedder, texts: list[str]) -> np.ndarray:
+        fp = embedder.fingerprint
+        missing = [t for t in texts if (fp, t) not in self._items]
+        if missing:
+            vectors = embedder.embed(missing)
+            for t, v in zip(missing, vectors, strict=True):
+                self._items[(fp, t)] = v
+                if len(self._items) > self._size:
+                    self._items.popitem(last=False)
+        out = []
+        for t in texts:
+            self._items.move_to_end((fp, t))
+            out.append(self._items[(fp, t)])
+        return np.vstack(out)
+
+
+def vector_search(
+    conn: psycopg.Connection,
+    model: int,
+    dim: int,
+    query: np.ndarray,
+    *,
+    limit: int,
+    doc_filter: str = "",
+    filter_params: dict[str, object] | None = None,
+) -> list[tuple[int, float]]:
+    """(chunk id, cosine similarity) best first. Uses the model's HNSW index when present
+    (the ORDER BY expression matches the index expression), else an exact scan."""
+    d = int(dim)
+    ef_search = max(40, min(1000, limit * 2))
+    conn.execute(f"SET hnsw.ef_search = {ef_search}")
+    # With filters, keep walking the graph until enough rows survive them.
+    conn.execute("SET hnsw.iterative_scan = relaxed_order")
+    rows = conn.execute(
+        f"""
+        WITH nearest AS (
+            SELECT e.hash, (e.vec::halfvec({d})) <=> %(q)s::halfvec({d}) AS dist
+            FROM embeddings e
+            WHERE e.model = %(model)s
+            ORDER BY (e.vec::halfvec({d})) <=> %(q)s::halfvec({d})
+            LIMIT %(fetch)s
+        )
+        SELECT c.id, 1 - n.dist AS cos
+        FROM nearest n JOIN chunks c ON c.passage_hash = n.hash
+        {"JOIN documents d ON d.id = c.doc_id WHERE " + doc_filter if doc_filter else ""}
+        ORDER BY n.dist, c.id
+        LIMIT %(limit)s
+        """,
+        {
+            "q": HalfVector(query.astype(np.float32)),
+            "model": model,
+            "fetch": limit * (4 if doc_filter else 1) + 8,
+            "limit": limit,
+            **(filter_params or {}),
+        },
+    ).fetchall()
+    return [(int(r[0]), float(r[1])) for r in rows]
