@@ -135,11 +135,11 @@ class ServerState:
         if text is None:
             return None
         settings = self.app.settings
-        return notes.scrub_paths(
-            text,
-            vault=settings.resolved_vault(),
-            others=(settings.home, settings.embed_model if "/" in settings.embed_model else None),
-        )
+        model = settings.embed_model
+        if "/" in model and os.path.isabs(os.path.expanduser(model)):
+            # A local model folder: its name identifies it, its location is nobody's business.
+            text = text.replace(model, os.path.basename(model.rstrip("/")) or "<model>")
+        return notes.scrub_paths(text, vault=settings.resolved_vault(), others=(settings.home,))
 
     def scrub_all(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -294,6 +294,8 @@ def build_server(
         auth=auth,
         on_duplicate="error",
     )
+    # Docstrings below are the tool descriptions the calling model reads. "Examples" has no
+    # colon on purpose: FastMCP's docstring parser drops a Google-style "Examples:" section.
     read_only = {
         "readOnlyHint": True,
         "destructiveHint": False,
@@ -365,11 +367,11 @@ def build_server(
         down, with `degraded_reason`). `likely_absent: true` means the vault probably does
         not cover the question: say so rather than guess.
 
-        Examples:
-          search(queries="how are backups verified")
-          search(queries=["restic retention policy", "how long are snapshots kept"])
-          search(queries="caddy reverse proxy", folder="homelab", budget_tokens=3000)
-          search(queries="ERR_CONFIG_RELOAD", mode="lexical")
+        Examples
+        - search(queries="how are backups verified")
+        - search(queries=["restic retention policy", "how long are snapshots kept"])
+        - search(queries="caddy reverse proxy", folder="homelab", budget_tokens=3000)
+        - search(queries="ERR_CONFIG_RELOAD", mode="lexical")
         """
 
         def body() -> dict[str, Any]:
@@ -401,9 +403,9 @@ def build_server(
         Each passage is headed by its citation (path:start-end) so you can quote it or
         open it with read_note. The first line says when search ran keyword-only.
 
-        Examples:
-          get_context(topic="home server hardware and what runs on it")
-          get_context(topic="trip to Japan 2023", budget_tokens=3000)
+        Examples
+        - get_context(topic="home server hardware and what runs on it")
+        - get_context(topic="trip to Japan 2023", budget_tokens=3000)
         """
 
         def body() -> str:
@@ -437,9 +439,9 @@ def build_server(
         cut at about 24 KB: `truncated` is then true and `next_start_line` says where to
         continue. Credentials in notes appear as [REDACTED:kind].
 
-        Examples:
-          read_note(path="homelab/Backups.md")
-          read_note(path="homelab/Backups.md", start_line=12, end_line=40)
+        Examples
+        - read_note(path="homelab/Backups.md")
+        - read_note(path="homelab/Backups.md", start_line=12, end_line=40)
         """
         return state.run(
             "read_note",
@@ -466,10 +468,10 @@ def build_server(
         Filters combine. Pages: pass `next_cursor` back as `cursor` with the same filters
         until it is null.
 
-        Examples:
-          list_notes(folder="homelab")
-          list_notes(tag="recipe", limit=20)
-          list_notes(modified_after="2024-05-01")
+        Examples
+        - list_notes(folder="homelab")
+        - list_notes(tag="recipe", limit=20)
+        - list_notes(modified_after="2024-05-01")
         """
         return state.run(
             "list_notes",
@@ -491,9 +493,9 @@ def build_server(
         Returns `links` (path, title, distance, direction) and `unresolved` (links in the
         note that point to no existing note).
 
-        Examples:
-          links(path="Home.md", direction="out")
-          links(path="homelab/Backups.md", direction="back", depth=2)
+        Examples
+        - links(path="Home.md", direction="out")
+        - links(path="homelab/Backups.md", direction="back", depth=2)
         """
         return state.run(
             "links", lambda: _redact_all(notes.note_links(app, path, direction, depth))

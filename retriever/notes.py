@@ -45,7 +45,7 @@ _ECHO_CHARS = 120  # how much of a caller's bad input an error message may quote
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 # Absolute locations inside messages: POSIX paths (not the '//' of a URL) and drive paths.
-_ABS_POSIX = re.compile(r"(?<![\w.:/~%-])/[^\s/'\"`,;:()\[\]<>]+(?:/[^\s/'\"`,;:()\[\]<>]*)*")
+_ABS_POSIX = re.compile(r"(?<![\w.:/~%>-])/[^\s/'\"`,;:()\[\]<>]+(?:/[^\s/'\"`,;:()\[\]<>]*)*")
 _ABS_WINDOWS = re.compile(r"\b[A-Za-z]:\\[^\s'\"`,;]*")
 
 
@@ -102,7 +102,7 @@ def clean_relative(rel: object, *, what: str = "path") -> str:
         raise NotePathError(f"{what} contains control characters")
     if "\\" in rel or _DRIVE.match(rel):
         raise NotePathError(
-            f"{what} {_echo(rel)} looks like a Windows path: use a vault-relative path with "
+            f"{what} looks like a Windows path: use a vault-relative path with "
             "forward slashes, such as 'folder/Note.md'"
         )
     if "%" in rel and unquote(rel) != rel:
@@ -112,8 +112,8 @@ def clean_relative(rel: object, *, what: str = "path") -> str:
         )
     if rel.startswith(("/", "~")):
         raise NotePathError(
-            f"{what} {_echo(rel)} is absolute: give it relative to the vault root, "
-            "such as 'folder/Note.md'"
+            # Not echoed: an absolute path says where things are on this machine.
+            f"{what} is absolute: give it relative to the vault root, such as 'folder/Note.md'"
         )
     parts = rel.split("/")
     if ".." in parts:
@@ -511,9 +511,10 @@ def note_links(
                 edges += [
                     (r[0], r[1], "out")
                     for r in conn.execute(
-                        "SELECT DISTINCT d.path, l.resolved FROM links l"
+                        "SELECT DISTINCT d.path, t.path FROM links l"
                         " JOIN documents d ON d.id = l.doc_id"
-                        " WHERE d.path = ANY(%s) AND l.resolved IS NOT NULL",
+                        " JOIN documents t ON t.id = l.resolved"  # resolved: target doc id
+                        " WHERE d.path = ANY(%s)",
                         (frontier,),
                     )
                 ]
@@ -521,8 +522,10 @@ def note_links(
                 edges += [
                     (r[1], r[0], "back")
                     for r in conn.execute(
-                        "SELECT DISTINCT d.path, l.resolved FROM links l"
-                        " JOIN documents d ON d.id = l.doc_id WHERE l.resolved = ANY(%s)",
+                        "SELECT DISTINCT d.path, t.path FROM links l"
+                        " JOIN documents d ON d.id = l.doc_id"
+                        " JOIN documents t ON t.id = l.resolved"
+                        " WHERE t.path = ANY(%s)",
                         (frontier,),
                     )
                 ]

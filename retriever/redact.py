@@ -209,9 +209,15 @@ def _high_entropy(v: str) -> bool:
     return _alnum_classes(v) >= 2 and bool(_DIGIT.search(v)) and _entropy(v) >= 3.3
 
 
+def _is_word_chain(s: str) -> bool:
+    """Short alphabetic parts joined by separators: ``sk-learn-style-pipelines-for-ml``."""
+    parts = [p for p in _WORD_SPLIT.split(s) if p]
+    return len(parts) >= 2 and all(p.isascii() and p.isalpha() and len(p) <= 16 for p in parts)
+
+
 def _vendor_ok(token: str) -> bool:
     """A vendor-shaped token that is not a documented example, a mask or made of words."""
-    return not (_is_masked(token) or "example" in token.lower() or _is_wordy(token))
+    return not (_is_masked(token) or "example" in token.lower() or _is_word_chain(token))
 
 
 def _userpass_b64(v: str) -> bool:
@@ -751,7 +757,7 @@ def _is_path(v: str) -> bool:
     if not _PATH.fullmatch(v):
         return False
     # Base64 can start with '/': a path has short, word-like segments.
-    return all(len(seg) <= 40 and not _looks_random(seg) for seg in v.split("/"))
+    return all(len(seg) < 16 or not _looks_random(seg) for seg in v.split("/"))
 
 
 def _is_prose(v: str) -> bool:

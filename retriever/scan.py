@@ -45,9 +45,9 @@ class VaultFilter:
         ignore_path = vault / IGNORE_FILE
         if ignore_path.is_file():
             ignore_lines = ignore_path.read_text(encoding="utf-8", errors="replace").splitlines()
-        self._ignore = pathspec.PathSpec.from_lines("gitwildmatch", ignore_lines)
-        self._include = pathspec.PathSpec.from_lines("gitwildmatch", list(include))
-        self._exclude = pathspec.PathSpec.from_lines("gitwildmatch", list(exclude))
+        self._ignore = pathspec.PathSpec.from_lines("gitignore", ignore_lines)
+        self._include = pathspec.PathSpec.from_lines("gitignore", list(include))
+        self._exclude = pathspec.PathSpec.from_lines("gitignore", list(exclude))
 
     def dir_excluded(self, rel_dir: str) -> bool:
         name = rel_dir.rsplit("/", 1)[-1]

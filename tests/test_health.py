@@ -117,7 +117,9 @@ def test_schema_missing_is_down(make_app, empty_db_url: str) -> None:
     assert "✗ schema" in text and "DOWN" in text
 
 
-def test_vectors_pending_and_stale_files_are_degraded(make_app, vault_copy: Path, model_dir) -> None:
+def test_vectors_pending_and_stale_files_are_degraded(
+    make_app, vault_copy: Path, model_dir
+) -> None:
     app = make_app(vault_copy, model=model_dir)
     app.index(embed=False)
     report = run_health(app)

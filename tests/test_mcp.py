@@ -1,0 +1,417 @@
+"""The MCP server through FastMCP's in-memory client, against a real indexed vault.
+
+Hostile input must be refused cleanly or answered safely: nothing outside the vault is
+read, and no message carries an absolute path, SQL or a stack trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastmcp import Client, FastMCP
+
+from retriever.app import Retriever
+from retriever.config import Settings
+from retriever.mcp_server import RemoteBindError, build_server, check_bind
+
+TOOLS = {"search", "read_note", "list_notes", "get_context", "links", "health"}
+
+
+def fake_github_token() -> str:
+    body = re.sub(r"[^A-Za-z0-9]", "", secrets.token_urlsafe(64))[:36]
+    return "gh" + "p_" + body
+
+
+class Caller:
+    """Synchronous facade over an in-memory FastMCP client (one session per call)."""
+
+    def __init__(self, server: FastMCP) -> None:
+        self.server = server
+        self.messages: list[str] = []  # every text the server sent back
+
+    async def _call(self, tool: str, args: dict[str, Any]) -> Any:
+        async with Client(self.server) as client:
+            return await client.call_tool(tool, args, raise_on_error=False)
+
+    def raw(self, tool: str, **args: Any) -> Any:
+        result = asyncio.run(self._call(tool, args))
+        self.messages += [getattr(c, "text", "") for c in result.content]
+        return result
+
+    def ok(self, tool: str, **args: Any) -> Any:
+        result = self.raw(tool, **args)
+        assert not result.is_error, result.content
+        return result.data
+
+    def error(self, tool: str, **args: Any) -> str:
+        result = self.raw(tool, **args)
+        assert result.is_error, f"{tool}({args!r}) was accepted: {str(result.data)[:300]}"
+        return result.content[0].text
+
+    def list_tools(self) -> list[Any]:
+        async def go() -> list[Any]:
+            async with Client(self.server) as client:
+                return await client.list_tools()
+
+        return asyncio.run(go())
+
+
+def assert_safe(text: str, *roots: Path) -> None:
+    for root in roots:
+        assert str(root) not in text
+        assert os.path.realpath(root) not in text
+    for marker in ("Traceback", "SELECT ", "psycopg", 'File "', "OUTSIDE-THE-VAULT"):
+        assert marker not in text, text[:500]
+
+
+@pytest.fixture
+def model_path(tmp_path: Path, model_dir: Path) -> Path:
+    """The test model copied under tmp_path (so its location is test-specific)."""
+    dest = tmp_path / "models" / "m2v"
+    shutil.copytree(model_dir, dest)
+    return dest
+
+
+@pytest.fixture
+def indexed(make_app, vault_copy: Path, model_path: Path) -> Retriever:
+    app = make_app(vault_copy, model=model_path)
+    report = app.index()
+    assert report.passages_pending == 0
+    return app
+
+
+@pytest.fixture
+def mcp(indexed: Retriever) -> Caller:
+    return Caller(build_server(indexed))
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def test_tools_are_listed_read_only_with_examples(mcp: Caller) -> None:
+    tools = {t.name: t for t in mcp.list_tools()}
+    assert set(tools) == TOOLS
+    for tool in tools.values():
+        assert tool.annotations is not None and tool.annotations.read_only_hint is True
+        assert tool.annotations.destructive_hint is False
+        assert tool.description and len(tool.description) > 80
+        if tool.name != "health":
+            assert "Example" in tool.description
+
+
+def test_search_hybrid_with_citations(mcp: Caller, vault_copy: Path) -> None:
+    data = mcp.ok("search", queries="how are backups verified")
+    assert data["mode"] == "hybrid"
+    assert "degraded_reason" in data and data["degraded_reason"] is None
+    assert data["hits"]
+    for hit in data["hits"]:
+        path, lines = hit["citation"].rsplit(":", 1)
+        start, end = (int(x) for x in lines.split("-"))
+        assert (path, start, end) == (hit["path"], hit["start_line"], hit["end_line"])
+    top = data["hits"][0]
+    shown = mcp.ok("read_note", path=top["path"], start_line=top["start_line"],
+                   end_line=top["end_line"])  # fmt: skip
+    assert shown["citation"] == top["citation"]
+
+
+def test_search_filters_and_several_queries(mcp: Caller) -> None:
+    data = mcp.ok(
+        "search", queries=["restic retention", "how long are snapshots kept"], folder="homelab"
+    )
+    assert data["hits"] and all(h["path"].startswith("homelab/") for h in data["hits"])
+    assert len(data["queries"]) == 2
+    assert mcp.ok("search", queries="backups", tags="backup")["hits"]
+    lexical = mcp.ok("search", queries="restic", mode="lexical")
+    assert lexical["mode"] == "lexical"
+
+
+def test_search_absent_topic_says_so(mcp: Caller) -> None:
+    data = mcp.ok("search", queries="quantum chromodynamics lattice gauge theory")
+    assert data["likely_absent"] is True
+    assert "advice" in data
+
+
+def test_get_context_is_markdown_with_mode(mcp: Caller) -> None:
+    text = mcp.ok("get_context", topic="restic backups and restore tests", budget_tokens=800)
+    assert isinstance(text, str)
+    assert text.startswith("> search mode: hybrid")
+    assert "### homelab/Backups.md:" in text
+
+
+def test_list_notes_links_and_health(mcp: Caller) -> None:
+    page = mcp.ok("list_notes", folder="homelab", limit=3)
+    assert page["count"] == 3 and page["next_cursor"]
+    page2 = mcp.ok("list_notes", folder="homelab", limit=3, cursor=page["next_cursor"])
+    assert not {n["path"] for n in page["notes"]} & {n["path"] for n in page2["notes"]}
+    links = mcp.ok("links", path="Home.md", direction="out")
+    assert "homelab/Backups.md" in {link["path"] for link in links["links"]}
+    health = mcp.ok("health")
+    assert health["verdict"] == "healthy" and health["search_mode"] == "hybrid"
+
+
+# --------------------------------------------------------------------------- hostile input
+
+HOSTILE_PATHS = [
+    "/etc/passwd",
+    "../outside/secret.md",
+    "..%2foutside%2fsecret.md",
+    "%2e%2e/%2e%2e/etc/passwd",
+    "Home.md\x00",
+    "homelab\\Backups.md",
+    "C:\\Windows\\win.ini",
+    ".obsidian/workspace.json",
+    "private/Journal.md",
+    "attachments/diagram.txt",
+    "homelab",
+    "escape.md",
+    "escape-dir/secret.md",
+    "pipe.md",
+    "",
+]
+
+
+@pytest.fixture
+def hostile_vault(vault_copy: Path, tmp_path: Path) -> Path:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("OUTSIDE-THE-VAULT\n", encoding="utf-8")
+    (vault_copy / "escape.md").symlink_to(outside / "secret.md")
+    (vault_copy / "escape-dir").symlink_to(outside, target_is_directory=True)
+    os.mkfifo(vault_copy / "pipe.md")
+    return vault_copy
+
+
+def test_read_note_refuses_hostile_paths(make_app, hostile_vault: Path, tmp_path: Path) -> None:
+    mcp = Caller(build_server(make_app(hostile_vault)))
+    started = time.perf_counter()
+    for path in [
+        *HOSTILE_PATHS,
+        str(hostile_vault / "Home.md"),
+        str(tmp_path / "outside/secret.md"),
+    ]:
+        message = mcp.error("read_note", path=path)
+        assert message, path
+        assert_safe(message, tmp_path)
+    assert time.perf_counter() - started < 20  # the FIFO never blocked
+    for bad in ({"start_line": -1}, {"start_line": 10**12}, {"start_line": 5, "end_line": 2}):
+        assert_safe(mcp.error("read_note", path="Home.md", **bad), tmp_path)
+    assert all(str(tmp_path) not in m for m in mcp.messages)
+
+
+def test_search_refuses_or_survives_hostile_input(mcp: Caller, tmp_path: Path) -> None:
+    too_big = mcp.error("search", queries="backup " * 20_000)
+    assert "100 KB" in too_big
+    assert "at most 4" in mcp.error("search", queries=["a", "b", "c", "d", "e"])
+    assert "empty" in mcp.error("search", queries="   \t\n ")
+    for budget in (0, 50, 9000, -1, 10**15):
+        assert "between 100 and 8000" in mcp.error("search", queries="x", budget_tokens=budget)
+    for folder in ("../", "/etc", str(tmp_path), "..%2f", "C:\\"):
+        assert_safe(mcp.error("search", queries="backups", folder=folder), tmp_path)
+    assert "mode" in mcp.error("search", queries="backups", mode="telepathic")
+    assert "ISO" in mcp.error("search", queries="backups", modified_after="yesterday-ish")
+    # Answered safely: control characters, emoji, right-to-left text, a long query.
+    for query in ("back\x00ups\x1b[31m restic\x07", "🔥💾 backups 🚀", "النسخ الاحتياطي backups",
+                  "שלום restic", "restic " * 400):  # fmt: skip
+        data = mcp.ok("search", queries=query)
+        assert data["mode"] in ("hybrid", "lexical") and "degraded_reason" in data
+    assert "cut" in " ".join(mcp.ok("search", queries="restic " * 400).get("notes", []))
+    for message in mcp.messages:
+        assert_safe(message, tmp_path)
+
+
+def test_list_notes_and_links_refuse_hostile_input(mcp: Caller, tmp_path: Path) -> None:
+    for limit in (0, -1, 201, 10**12):
+        assert "between 1 and 200" in mcp.error("list_notes", limit=limit)
+    assert "cursor" in mcp.error("list_notes", cursor="' OR 1=1 --")
+    for folder in ("../", "/", str(tmp_path), "%2e%2e"):
+        assert_safe(mcp.error("list_notes", folder=folder), tmp_path)
+    assert_safe(mcp.error("links", path="../Home.md"), tmp_path)
+    assert "depth" in mcp.error("links", path="Home.md", depth=99)
+    assert "direction" in mcp.error("links", path="Home.md", direction="up")
+    # Wrong types are refused by schema validation, still without internals.
+    assert_safe(mcp.error("list_notes", limit="many"), tmp_path)
+    assert_safe(mcp.error("read_note", path=["Home.md"]), tmp_path)
+
+
+# --------------------------------------------------------------------------- redaction
+
+
+def test_planted_credential_never_leaves(make_app, vault_copy: Path, model_path: Path) -> None:
+    token = fake_github_token()
+    (vault_copy / "homelab" / "Deploy token.md").write_text(
+        "# Deploy token\n\nThe zeppelin deploy pipeline authenticates with this token:\n"
+        f"{token}\n\nRotate the zeppelin token every spring.\n",
+        encoding="utf-8",
+    )
+    app = make_app(vault_copy, model=model_path)
+    app.index()
+    mcp = Caller(build_server(app))
+    outputs = [
+        json.dumps(mcp.ok("search", queries="zeppelin deploy token")),
+        mcp.ok("get_context", topic="zeppelin deploy pipeline token"),
+        json.dumps(mcp.ok("read_note", path="homelab/Deploy token.md")),
+    ]
+    assert "homelab/Deploy token.md" in outputs[0]
+    # Defence in depth: even a passage stored unredacted (an old index, a bug) is scrubbed.
+    with app.db.connection() as conn:
+        conn.execute(
+            "UPDATE passages SET text = text || %s WHERE hash IN (SELECT c.passage_hash"
+            " FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.path = %s)",
+            (f"\nleaked: {token}", "homelab/Deploy token.md"),
+        )
+        conn.commit()
+    outputs.append(json.dumps(mcp.ok("search", queries="zeppelin deploy token", mode="lexical")))
+    outputs.append(mcp.ok("get_context", topic="zeppelin deploy token"))
+    assert "leaked: [REDACTED" in outputs[-1]
+    for text in outputs:
+        assert token not in text
+        assert token[4:] not in text
+
+
+# --------------------------------------------------------------------------- degraded mode
+
+
+def test_degraded_without_embedder_then_recovers(
+    make_app, vault_copy: Path, model_dir: Path, tmp_path: Path
+) -> None:
+    model = tmp_path / "models" / "m2v"
+    shutil.copytree(model_dir, model)
+    make_app(vault_copy, model=model).index()  # vectors stored for this model
+    shutil.rmtree(model)  # ... and then the model goes away
+
+    app = make_app(vault_copy, model=model)
+    server = build_server(app)  # must start anyway
+    mcp = Caller(server)
+    health = mcp.ok("health")
+    assert health["verdict"] == "degraded"
+    assert health["search_mode"] == "lexical"
+    embedder = next(c for c in health["checks"] if c["name"] == "embedder")
+    assert embedder["status"] == "fail" and "unavailable" in embedder["detail"]
+    data = mcp.ok("search", queries="how are backups verified")
+    assert data["mode"] == "lexical"
+    assert data["degraded_reason"] and "embedder unavailable" in data["degraded_reason"]
+    assert data["hits"]
+    assert "search mode: lexical" in mcp.ok("get_context", topic="restic backups")
+
+    shutil.copytree(model_dir, model)  # the model is back
+    # Within the re-probe interval the server does not hammer the loader...
+    assert mcp.ok("search", queries="restic backups")["mode"] == "lexical"
+    # ... and once it has passed, hybrid search returns without a restart.
+    server.retriever_state._last_probe -= 31  # type: ignore[attr-defined]
+    data = mcp.ok("search", queries="how are backups verified")
+    assert data["mode"] == "hybrid" and data["degraded_reason"] is None
+    assert mcp.ok("health")["verdict"] == "healthy"
+    for message in mcp.messages:
+        assert str(tmp_path) not in message
+
+
+def test_database_down_is_an_error_not_an_empty_result(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app = Retriever(
+        Settings(
+            vault=Path(__file__).parent / "vault",
+            home=tmp_path / "home",
+            database_url=f"postgresql://nobody@127.0.0.1:{port}/none",
+            embed_model="none",
+        )
+    )
+    mcp = Caller(build_server(app))
+    assert mcp.ok("health")["verdict"] == "down"
+    for tool, args in (("search", {"queries": "backups"}), ("list_notes", {}),
+                       ("links", {"path": "Home.md"}),
+                       ("get_context", {"topic": "backups"})):  # fmt: skip
+        message = mcp.error(tool, **args)
+        assert "not an empty result" in message
+        assert_safe(message, tmp_path)
+    # Reading a file needs no database.
+    assert mcp.ok("read_note", path="Home.md")["total_lines"] > 5
+
+
+# --------------------------------------------------------------------------- transport
+
+
+def test_bind_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RETRIEVER_ALLOW_REMOTE", raising=False)
+    for host in ("127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"):
+        check_bind(host)
+    for host in ("0.0.0.0", "::", "192.168.1.10", "example.org"):
+        with pytest.raises(RemoteBindError):
+            check_bind(host)
+    monkeypatch.setenv("RETRIEVER_ALLOW_REMOTE", "1")
+    check_bind("0.0.0.0")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for(predicate: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.slow
+def test_http_transport_requires_the_bearer_token(indexed: Retriever, db_url: str) -> None:
+    token = secrets.token_urlsafe(24)
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "RETRIEVER_VAULT": str(indexed.settings.vault),
+        "RETRIEVER_HOME": str(indexed.settings.home),
+        "RETRIEVER_EMBED_MODEL": indexed.settings.embed_model,
+        "RETRIEVER_MCP_TOKEN": token,
+        "FASTMCP_LOG_LEVEL": "WARNING",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "retriever.mcp_server", "--http", "--port", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+
+        def listening() -> bool:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                return True
+            except OSError:
+                return False
+
+        assert _wait_for(listening, 30), "HTTP server did not start"
+        url = f"http://127.0.0.1:{port}/mcp"
+
+        async def call(auth: str | None) -> Any:
+            async with Client(url, auth=auth) as client:
+                return await client.call_tool("search", {"queries": "restic backups"})
+
+        data = asyncio.run(call(token)).data
+        assert data["mode"] == "hybrid" and data["hits"]
+        with pytest.raises(Exception) as exc:
+            asyncio.run(call("wrong-" + token))
+        assert "401" in str(exc.value) or "nauthori" in str(exc.value)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
