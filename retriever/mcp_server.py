@@ -329,6 +329,12 @@ def build_server(
             note_type=_check_text(note_type, "type"),
             modified_after=_check_text(modified_after, "modified_after", 40),
         )
+        if folder_norm:
+            # The folder is a promise to the caller: hold it even for hits another arm
+            # (the link-graph walk) brought in from elsewhere.
+            prefix = folder_norm + "/"
+            result.hits = [h for h in result.hits if h.path.startswith(prefix)]
+            result.used_tokens = sum(h.tokens for h in result.hits)
         return result, remarks
 
     @server.tool(annotations=read_only)

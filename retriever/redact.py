@@ -656,10 +656,17 @@ _SEG_SPLIT = re.compile(r"[^A-Za-z0-9]+")
 _CALL_OPEN = re.compile(r"\([ \t]*\Z")
 _PREV_WORD = re.compile(r"([A-Za-z]+)[ \t]\Z")
 _AFTER_WORD = re.compile(r"[ \t]+[A-Za-z]+\b(?![=:])")
-_SNAKE_IDENT = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+")
+# snake_case parts: a word with an optional number or short tag (filter1d, v2, 256).
+_SNAKE_IDENT = re.compile(
+    r"(?:[A-Za-z]+\d*[A-Za-z]{0,2}|\d+)(?:_+(?:[A-Za-z]+\d*[A-Za-z]{0,2}|\d+))+"
+)
 _DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
 _DIGITS = re.compile(r"\d+")
-_TYPE_LIKE = re.compile(r"[A-Z][A-Za-z]{0,40}(?:\d+[A-Z][A-Za-z]{0,40})?")
+# CamelCase made of Title-case words, an acronym prefix and one digit run allowed:
+# SecretStr, OAuthToken, Ed25519PrivateKey. Random mixed case rarely fits.
+_TYPE_LIKE = re.compile(
+    r"[A-Z]{0,4}[A-Z][a-z]{1,15}(?:[A-Z][a-z]{2,15}){0,5}(?:\d{1,6}(?:[A-Z][a-z]{2,15}){1,5})?"
+)
 _UNION_NEXT = re.compile(r"[ \t]*\|")
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.\-/]*|[A-Za-z]:\\\S*")
 _FILE_EXT = re.compile(
@@ -809,7 +816,7 @@ def _unquoted_is_literal(v: str, site: _Site) -> bool:
         return False  # `--secrets KEY=value`: the flag takes an assignment, judged on its own
     if site.follow in "'`" and _is_wordy(v):
         return False  # "pre-pass: zsh's": cut at an apostrophe, so a word in a sentence
-    if _is_identifier(v) and (site.spaced or site.sep in (" ", ":=", "=>")):
+    if _is_identifier(v) and ((site.sep == "=" and site.spaced) or site.sep in (":=", "=>")):
         return False  # `a_signature = maximum_filter1d_signature`: a variable
     if _is_wordy(v):
         # A bare word is a literal in `.env` (KEY=word) and YAML (key: word), but a variable

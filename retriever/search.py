@@ -296,7 +296,9 @@ class Searcher:
                 for cid, cos in rows:
                     cosine[cid] = max(cosine.get(cid, -1.0), cos)
 
-        scores, graph_list = self._fuse(conn, queries, opts, lexical_lists, semantic_lists)
+        scores, graph_list = self._fuse(
+            conn, queries, opts, lexical_lists, semantic_lists, where, fparams
+        )
         ranked_ids = sorted(scores, key=lambda c: (-scores[c], c))
         rows = _fetch_chunks(conn, ranked_ids[: max(opts.limit * 3, 60)] + graph_list)
         ranked_ids = [c for c in ranked_ids if c in rows]
@@ -330,6 +332,8 @@ class Searcher:
         opts: SearchOptions,
         lexical_lists: list[list[int]],
         semantic_lists: list[list[int]],
+        where: str,
+        fparams: dict[str, object],
     ) -> tuple[dict[int, float], list[int]]:
         lex_weight = 2.0 if any(looks_like_identifier(q) for q in queries) else 1.0
         if semantic_lists and lexical_lists and opts.fusion == "interleave":
@@ -341,7 +345,7 @@ class Searcher:
             scores = rrf(lists, k=k)  # type: ignore[assignment]
         graph_list: list[int] = []
         if opts.graph and scores:
-            graph_list = self._graph_arm(conn, scores)
+            graph_list = self._graph_arm(conn, scores, where, fparams)
             # A third ranked list: neighbours of the best hits, weighted below the direct arms.
             k = 30.0 if opts.fusion == "rrf30" else opts.rrf_k
             if opts.fusion == "interleave":
@@ -350,7 +354,13 @@ class Searcher:
                 scores[cid] = scores.get(cid, 0.0) + opts.graph_weight / (k + rank)
         return scores, graph_list
 
-    def _graph_arm(self, conn: psycopg.Connection, scores: dict[int, float]) -> list[int]:
+    def _graph_arm(
+        self,
+        conn: psycopg.Connection,
+        scores: dict[int, float],
+        where: str,
+        fparams: dict[str, object],
+    ) -> list[int]:
         top = sorted(scores, key=lambda c: -scores[c])[:10]
         if not top:
             return []
@@ -368,9 +378,11 @@ class Searcher:
             return []
         # Each neighbour note is represented by its first chunk (the note's opening).
         rows = conn.execute(
-            "SELECT DISTINCT ON (doc_id) doc_id, id FROM chunks WHERE doc_id = ANY(%s) "
-            "ORDER BY doc_id, ordinal",
-            (neighbours,),
+            "SELECT DISTINCT ON (c.doc_id) c.doc_id, c.id FROM chunks c"
+            " JOIN documents d ON d.id = c.doc_id WHERE c.doc_id = ANY(%(n)s)"
+            + (f" AND {where}" if where else "")
+            + " ORDER BY c.doc_id, c.ordinal",
+            {"n": neighbours, **fparams},
         ).fetchall()
         first = {int(d): int(c) for d, c in rows}
         return [first[d] for d in neighbours if d in first]

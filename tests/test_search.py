@@ -1,0 +1,187 @@
+"""Search end to end on the test vault against a real Postgres."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from retriever.app import Retriever
+from retriever.search import SearchInputError
+
+VAULT_LINES_CACHE: dict[Path, list[str]] = {}
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.fixture
+def app(make_app, vault_copy: Path, model_dir: Path) -> Retriever:
+    app = make_app(vault_copy, model=model_dir, fresh_interval=0.0)
+    report = app.index()
+    assert report.passages_pending == 0
+    return app
+
+
+def test_hybrid_finds_and_cites_exact_lines(app: Retriever, vault_copy: Path) -> None:
+    result = app.search("how do I restore files from a restic backup")
+    assert result.mode == "hybrid" and result.degraded_reason is None
+    assert result.hits, "expected hits"
+    paths = [h.path for h in result.hits]
+    assert any("Backups" in p or "Sauvegardes" in p for p in paths[:3])
+    for hit in result.hits:
+        lines = _lines(vault_copy / hit.path)
+        assert 1 <= hit.start_line <= hit.end_line <= len(lines)
+        cited = "\n".join(lines[hit.start_line - 1 : hit.end_line])
+        # The delivered text is exactly what `sed -n start,endp` shows (modulo trailing spaces).
+        first = hit.text.splitlines()[0].strip()
+        assert first in cited
+        assert hit.citation == f"{hit.path}:{hit.start_line}-{hit.end_line}"
+        assert not hit.stale
+
+
+def test_budget_is_respected_and_documents_diverse(app: Retriever) -> None:
+    result = app.search("backup", budget_tokens=300)
+    assert result.used_tokens <= 300 or len(result.hits) == 1
+    assert len({h.path for h in result.hits}) == len(result.hits) or result.used_tokens <= 300
+    big = app.search("backup", budget_tokens=4000)
+    assert big.used_tokens >= result.used_tokens
+    assert len(big.hits) >= len(result.hits)
+
+
+def test_identifier_query_finds_the_code_note(app: Retriever) -> None:
+    result = app.search("parseConfigFile")
+    assert result.hits[0].path.endswith("Bug - config reload.md")
+    result = app.search("v2.14.1")
+    assert any(h.path.endswith("Changelog.md") for h in result.hits[:2])
+
+
+def test_french_note_found_for_french_query(app: Retriever) -> None:
+    result = app.search("recette du pain au levain", mode="lexical")
+    assert result.hits[0].path == "cooking/Pain au levain.md"
+
+
+def test_multi_query_fuses_phrasings(app: Retriever) -> None:
+    single = app.search("sauvegardes chiffrées")
+    multi = app.search(["sauvegardes chiffrées", "encrypted backups"])
+    assert multi.queries == ["sauvegardes chiffrées", "encrypted backups"]
+    assert {h.path for h in multi.hits[:3]} & {"homelab/Backups.md", "homelab/Sauvegardes.md"}
+    assert len(multi.hits) >= 1 and len(single.hits) >= 1
+
+
+def test_modes_are_reported(app: Retriever) -> None:
+    for mode in ("lexical", "semantic", "hybrid"):
+        result = app.search("sourdough starter feeding", mode=mode)
+        assert result.mode == mode
+        assert result.hits
+
+
+def test_no_embedder_degrades_to_lexical_and_says_so(make_app, vault_copy: Path) -> None:
+    app = make_app(vault_copy, model=vault_copy / "no-such-model")
+    app.index()
+    result = app.search("restic backup retention")
+    assert result.mode == "lexical"
+    assert result.degraded_reason and "embedder unavailable" in result.degraded_reason
+    assert result.hits  # degraded is not empty
+    semantic = app.search("restic backup retention", mode="semantic")
+    assert semantic.mode == "lexical" and semantic.degraded_reason
+
+
+def test_absence_signal(app: Retriever) -> None:
+    present = app.search("restic backup retention policy")
+    assert present.coverage >= 0.5
+    assert not present.likely_absent
+    absent = app.search("zxqv plorbt wubbalubba")
+    assert absent.likely_absent
+    assert absent.coverage == 0.0
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "& | ! : * ( ) \\",
+        "'quoted' \"double\" `back`",
+        "\x00\x01 control \x7f chars",
+        "emoji 🙂🚀 only",
+        "שלום עולם مرحبا",
+        "the and of",  # only stopwords
+        "a" * 50_000,
+        "SELECT * FROM documents; DROP TABLE chunks; --",
+        "%_% LIKE \\",
+    ],
+)
+def test_hostile_queries_never_error(app: Retriever, query: str) -> None:
+    result = app.search(query)
+    assert result.mode in ("hybrid", "lexical")
+    with app.db.connection() as conn:
+        assert conn.execute("SELECT count(*) FROM chunks").fetchone()[0] > 0
+        conn.commit()
+
+
+@pytest.mark.parametrize(
+    ("queries", "message"),
+    [
+        ("", "empty"),
+        ("   \n\t ", "empty"),
+        (["a", "b", "c", "d", "e"], "at most 4"),
+        ("x" * 200_000, "too long"),
+    ],
+)
+def test_bad_input_gets_a_clear_error(app: Retriever, queries: object, message: str) -> None:
+    with pytest.raises(SearchInputError, match=message):
+        app.search(queries)  # type: ignore[arg-type]
+
+
+def test_bad_options_get_a_clear_error(app: Retriever) -> None:
+    with pytest.raises(SearchInputError, match="mode"):
+        app.search("x", mode="fuzzy")
+    with pytest.raises(SearchInputError, match="budget"):
+        app.search("x", budget_tokens=10)
+    with pytest.raises(SearchInputError, match="ISO"):
+        app.search("x", modified_after="last tuesday")
+
+
+def test_filters(app: Retriever) -> None:
+    result = app.search("setup", folder="homelab")
+    assert result.hits and all(h.path.startswith("homelab/") for h in result.hits)
+    result = app.search("setup", folder="nope-no-such-folder")
+    assert result.hits == []
+    assert result.likely_absent
+
+
+def test_fresh_search_sees_a_note_written_a_moment_ago(app: Retriever, vault_copy: Path) -> None:
+    note = vault_copy / "Fresh idea.md"
+    note.write_text("# Fresh idea\n\nQuokkas photosynthesize marmalade on Tuesdays.\n", "utf-8")
+    result = app.search("quokkas marmalade")
+    assert result.refreshed_files >= 1
+    assert result.hits[0].path == "Fresh idea.md"
+    assert result.hits[0].start_line == 1
+
+
+def test_stale_flag_when_file_changed_since_indexed(app: Retriever, vault_copy: Path) -> None:
+    target = vault_copy / "homelab" / "Backups.md"
+    before = app.search("restic backup retention", fresh=False)
+    assert any(h.path == "homelab/Backups.md" for h in before.hits)
+    time.sleep(0.01)
+    target.write_text(target.read_text("utf-8") + "\nappended line\n", "utf-8")
+    os.utime(target, None)
+    after = app.search("restic backup retention", fresh=False)
+    assert any(h.stale for h in after.hits if h.path == "homelab/Backups.md")
+
+
+def test_graph_lifts_a_linked_note_sharing_no_words(app: Retriever) -> None:
+    # Daily/2024-05-12.md links to cooking/Shakshuka.md (see tests/vault-cases.jsonl "graph").
+    query = "Tomás birthday dinner"
+    with_graph = app.search(query, graph=True, budget_tokens=3000)
+    ranks = [h.ranks.get("graph") for h in with_graph.hits if h.path == "cooking/Shakshuka.md"]
+    assert ranks and ranks[0] is not None
+
+
+def test_explain_ranks_present(app: Retriever) -> None:
+    result = app.search("restic backup")
+    top = result.hits[0]
+    assert set(top.ranks) == {"lexical", "semantic", "graph"}
+    assert top.ranks["lexical"] is not None or top.ranks["semantic"] is not None
