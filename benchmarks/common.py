@@ -164,7 +164,7 @@ def beir_vault(beir_dir: Path, vault: Path) -> Path:
     with (beir_dir / "corpus.jsonl").open(encoding="utf-8") as fh:
         for line in fh:
             doc = json.loads(line)
-            title = (doc.get("title") or "").strip() or f"Document {doc['_id']}"
+            title = (doc.get("title") or "").strip() or str(doc["_id"])
             body = (doc.get("text") or "").strip()
             (vault / f"{doc['_id']}.md").write_text(f"# {title}\n\n{body}\n", encoding="utf-8")
     return vault

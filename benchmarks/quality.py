@@ -54,7 +54,9 @@ def beir_judgements(beir: Path) -> Judged:
 
 
 def our_ranking(app: Any, query: str, mode: str) -> list[str]:
-    result = app.search([query], budget_tokens=1200, mode=mode)
+    # Lexical/semantic compare arm to arm (no link-graph lift); hybrid as a user gets it.
+    extra = {} if mode == "hybrid" else {"graph": False}
+    result = app.search([query], budget_tokens=1200, mode=mode, **extra)
     paths = getattr(result, "ranked_paths", None) or [h.path for h in result.hits]
     return list(dict.fromkeys(paths))[:DEPTH]
 
@@ -70,6 +72,18 @@ def evaluate(rank: Any, queries: dict[str, str], qrels: list[Any]) -> dict[str, 
         scores = ir_measures.calc_aggregate(MEASURES, qrels, run)
         out[mode] = {str(m): round(float(scores.get(m, 0.0)), 4) for m in MEASURES}
     return out
+
+
+def lead_evaluate(app: Any, args: argparse.Namespace) -> dict[str, Any] | None:
+    """The project's own ``retriever.evaluate`` ablations on the same index, if present."""
+    try:
+        from retriever import evaluate as ev
+    except ImportError:
+        return None
+    cases = ev.load_beir(args.beir)[1] if args.beir else ev.load_cases(args.cases)
+    results = ev.evaluate(app, cases, ablate=True)["results"]
+    keys = ("ndcg@10", "recall@10", "mrr", "latency_ms")
+    return {r["config"]: {k: r.get(k) for k in keys} for r in results}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -90,6 +104,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         app = open_app(vault, args.home or work / "home", args.model, args.database_url)
         app.index()
         out["ours"] = evaluate(lambda q, m: our_ranking(app, q, m), queries, qrels)
+        out["ours_evaluate"] = lead_evaluate(app, args)
         app.close()
     return out
 
@@ -104,6 +119,11 @@ def show(r: dict[str, Any]) -> None:
             delta = f"{ours - ref:+.4f}" if ours is not None else ""
             rows.append((mode, m, ours if ours is not None else "-", ref, delta))
     print_table(rows, ("mode", "measure", "ours", "reference", "ours-ref"))
+    if r.get("ours_evaluate"):
+        print("\nours through retriever.evaluate (its ablations, same index):")
+        rows = [(name, v["ndcg@10"], v["recall@10"], v["mrr"], (v["latency_ms"] or {}).get("p50"))
+                for name, v in r["ours_evaluate"].items()]  # fmt: skip
+        print_table(rows, ("config", "nDCG@10", "R@10", "MRR", "p50 ms"))
 
 
 def main() -> None:

@@ -109,6 +109,9 @@ def _prepared(jobs: list[PrepareJob]) -> Iterator[object]:
         return
     workers = min(os.cpu_count() or 2, 4)
     ctx = multiprocessing.get_context("forkserver")
+    # Preload only our pure module: the default would re-import the caller's __main__,
+    # which runs any unguarded script a second time inside the fork server.
+    ctx.set_forkserver_preload(["retriever.prepare"])
     with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_ignore_sigint) as pool:
         yield from pool.map(run_job, jobs, chunksize=32)
 

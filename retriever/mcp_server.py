@@ -134,12 +134,7 @@ class ServerState:
     def scrub(self, text: str | None) -> str | None:
         if text is None:
             return None
-        settings = self.app.settings
-        model = settings.embed_model
-        if "/" in model and os.path.isabs(os.path.expanduser(model)):
-            # A local model folder: its name identifies it, its location is nobody's business.
-            text = text.replace(model, os.path.basename(model.rstrip("/")) or "<model>")
-        return notes.scrub_paths(text, vault=settings.resolved_vault(), others=(settings.home,))
+        return notes.scrub_message(self.app, text)
 
     def scrub_all(self, value: Any) -> Any:
         if isinstance(value, str):

@@ -77,6 +77,16 @@ def scrub_paths(
     return _ABS_POSIX.sub("<path>", text)
 
 
+def scrub_message(app: Retriever, text: str) -> str:
+    """:func:`scrub_paths` with this app's vault, home and local model folder."""
+    settings = app.settings
+    model = settings.embed_model
+    if "/" in model and os.path.isabs(os.path.expanduser(model)):
+        # A local model folder: its name identifies it, its location is nobody's business.
+        text = text.replace(model, os.path.basename(model.rstrip("/")) or "<model>")
+    return scrub_paths(text, vault=settings.resolved_vault(), others=(settings.home,))
+
+
 def _echo(value: str) -> str:
     """A short, printable quote of caller input for error messages."""
     shown = _CONTROL.sub("?", value[:_ECHO_CHARS])

@@ -107,6 +107,7 @@ _UPPER = re.compile(r"[A-Z]")
 _DIGIT = re.compile(r"[0-9]")
 _CAMEL_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _CONSONANTS = re.compile(r"[^aeiouyAEIOUY]{4}")
+_VOWEL = re.compile(r"[aeiouyAEIOUY]")
 _WORD_SPLIT = re.compile(r"[-_.\s/]+")
 _ALPHA_RUN = re.compile(r"[a-z]+")
 _HEXLIKE = re.compile(r"[0-9a-f]+|[0-9A-F]+")
@@ -119,8 +120,9 @@ _KEEP_WORDS = frozenset(
     true false yes no on off none null nil undefined nan empty unset blank tbd tba todo fixme
     n/a na - required optional hidden masked redacted sensitive encrypted hashed default
     string str bytes text varchar char int integer number bool boolean object any unknown
-    secretstr secretbytes password passwd passphrase passcode pass pwd secret secrets token tokens key apikey
-    api_key credential credentials auth bearer basic changeme change_me changeit example
+    secretstr secretbytes password passwd passphrase passcode pass pwd secret secrets token
+    tokens key apikey api_key credential credentials auth bearer basic changeme change_me
+    changeit example
     sample test dummy placeholder value env environment foo bar baz
     """.split()
 )
@@ -791,6 +793,7 @@ def _is_code_ref(v: str) -> bool:
 class _Site:
     """Where a value sits: enough syntax to tell a literal from code or prose."""
 
+    key: str
     quoted: bool
     sep: str  # ":", "=", ":=", "=>", ",", "ann" (``key: type =``) or " " (``--flag value``)
     spaced: bool  # whitespace before the separator or between it and the value
@@ -800,13 +803,20 @@ class _Site:
     end: int
 
 
+def _is_type_name(v: str) -> bool:
+    """CamelCase of real words: each piece of four letters or more holds a vowel."""
+    if not (_TYPE_LIKE.fullmatch(v) and _is_wordy(_DIGITS.sub("", v))):
+        return False
+    return all(_VOWEL.search(w) for w in _CAMEL_WORD.findall(v) if len(w) >= 4)
+
+
 def _unquoted_is_literal(v: str, site: _Site) -> bool:
     """False when an unquoted value is code, a type, a flag or the start of a sentence."""
     if v[0] in "!&*@(-:" or "(" in v or "[" in v:  # YAML tag/alias, call, index, next flag
         return False
     if _is_code_ref(v):
         return False
-    if site.sep == ":" and _TYPE_LIKE.fullmatch(v) and _is_wordy(_DIGITS.sub("", v)):
+    if site.sep == ":" and not site.key.isupper() and _is_type_name(v):
         return False  # a type annotation: `password: SecretStr`, `key: Ed25519PrivateKey`
     if _UNION_NEXT.match(site.text, site.end):  # `key: bytes | None`
         return False
@@ -910,6 +920,7 @@ def _redact_assignments(text: str, counts: Counter[str]) -> str:
             if not value:
                 continue
         site = _Site(
+            key=key,
             quoted=quoted,
             sep=sep,
             spaced=text[sep_start - 1] in " \t" or bool(vm.group("pad").strip("*")),

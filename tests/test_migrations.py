@@ -1,0 +1,162 @@
+"""Alembic migrations against a real PostgreSQL: empty -> head, idempotent, concurrent, CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import psycopg
+
+from retriever.db import current_revision, upgrade
+from retriever.migrate import head_revision
+
+TABLES = {"meta", "documents", "passages", "chunks", "models", "embeddings", "links", "lexicon",
+          "lex_stats", "alembic_version"}  # fmt: skip
+
+
+def retriever_exe() -> str:
+    found = Path(sys.executable).parent / "retriever"
+    if found.exists():
+        return str(found)
+    which = shutil.which("retriever")
+    assert which, "the retriever console script is not installed"
+    return which
+
+
+def schema(url: str) -> dict[str, object]:
+    """Everything a migration creates, to compare before/after a second run."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = {
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+            ).fetchall()
+        }
+        extensions = {r[0] for r in conn.execute("SELECT extname FROM pg_extension").fetchall()}
+        indexes = {
+            r[0]
+            for r in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = 'public'"
+            ).fetchall()
+        }
+        columns = {
+            (r[0], r[1], r[2])
+            for r in conn.execute(
+                "SELECT table_name, column_name, data_type FROM information_schema.columns"
+                " WHERE table_schema = 'public'"
+            ).fetchall()
+        }
+        lex_stats = conn.execute("SELECT * FROM lex_stats").fetchall() if "lex_stats" in tables else None
+        versions = (
+            conn.execute("SELECT version_num FROM alembic_version").fetchall()
+            if "alembic_version" in tables
+            else None
+        )
+    return {
+        "tables": tables,
+        "extensions": extensions,
+        "indexes": indexes,
+        "columns": columns,
+        "lex_stats": lex_stats,
+        "versions": versions,
+    }
+
+
+def test_upgrade_brings_an_empty_database_to_head(empty_db_url: str) -> None:
+    assert current_revision(empty_db_url) is None
+    before = schema(empty_db_url)
+    assert not (before["tables"] & TABLES)  # type: ignore[operator]
+
+    revision = upgrade(empty_db_url)
+    assert revision == head_revision()
+    assert current_revision(empty_db_url) == head_revision()
+
+    after = schema(empty_db_url)
+    assert TABLES <= after["tables"]  # type: ignore[operator]
+    assert {"vector", "unaccent"} <= after["extensions"]  # type: ignore[operator]
+    assert after["versions"] == [(head_revision(),)]
+    assert after["lex_stats"] == [(1, 0, 0.0, 0, 0.0)]
+    assert {"chunks_terms_gin", "chunks_passage", "documents_tags_gin", "links_doc"} <= after[
+        "indexes"
+    ]  # type: ignore[operator]
+    assert ("embeddings", "vec", "USER-DEFINED") in after["columns"]  # type: ignore[operator]
+
+    # The extensions work, not just exist.
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        row = conn.execute("SELECT unaccent('Crème brûlée'), '[3,4]'::vector <-> '[0,0]'").fetchone()
+        assert row == ("Creme brulee", 5.0)
+
+
+def test_upgrade_twice_is_a_no_op(empty_db_url: str) -> None:
+    first = upgrade(empty_db_url)
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO meta (key, value) VALUES ('probe', '\"kept\"'::jsonb)")
+    snapshot = schema(empty_db_url)
+    second = upgrade(empty_db_url)
+    assert first == second == head_revision()
+    assert schema(empty_db_url) == snapshot
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'probe'").fetchone() == ("kept",)
+
+
+def test_concurrent_upgrades_both_succeed(empty_db_url: str) -> None:
+    barrier = threading.Barrier(3)
+    results: list[str] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            barrier.wait(timeout=30)
+            results.append(upgrade(empty_db_url))
+        except BaseException as exc:  # reported below, with its type
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
+    assert results == [head_revision()] * 3
+    after = schema(empty_db_url)
+    assert after["versions"] == [(head_revision(),)]
+    assert after["lex_stats"] == [(1, 0, 0.0, 0, 0.0)]  # created once, not duplicated
+
+
+def test_db_upgrade_cli(empty_db_url: str, tmp_path: Path) -> None:
+    env = dict(os.environ, DATABASE_URL=empty_db_url, RETRIEVER_HOME=str(tmp_path / "home"))
+    env.pop("RETRIEVER_DATABASE_URL", None)
+    cmd = [retriever_exe(), "db", "upgrade", "--json"]
+    for _ in range(2):  # the second run is a no-op with the same answer
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        data = json.loads(proc.stdout)
+        assert data["ok"] is True
+        assert data["revision"] == head_revision()
+        assert data["database"].startswith("postgresql://")
+        assert ":" not in data["database"].split("//", 1)[1].split("@", 1)[0]  # no password
+    assert current_revision(empty_db_url) == head_revision()
+    assert not (tmp_path / "home" / "pgdata").exists()  # DATABASE_URL given: no embedded server
+
+
+def test_db_upgrade_cli_reports_failure_as_json(tmp_path: Path) -> None:
+    bad = f"postgresql://nobody@/nodb?host={tmp_path}&connect_timeout=2"  # no server there
+    env = dict(os.environ, DATABASE_URL=bad, RETRIEVER_HOME=str(tmp_path / "home"))
+    proc = subprocess.run(
+        [retriever_exe(), "db", "upgrade", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    data = json.loads(proc.stdout)
+    assert data["ok"] is False
+    assert "migration failed" in data["error"]
+
