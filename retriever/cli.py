@@ -351,6 +351,34 @@ def _print_eval(report: dict[str, Any]) -> None:
                       f"R@10 {m['recall@10']:.3f}  MRR {m['mrr']:.3f}", highlight=False)  # fmt: skip
 
 
+@app.command()
+def watch(
+    vault_opt: Annotated[Path | None, typer.Option("--vault", help="Vault folder.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Index, then keep the index fresh as notes change (Ctrl-C to stop)."""
+    from retriever.watch import watch_vault
+
+    api = _app(vault_opt)
+
+    def report(r: Any) -> None:
+        if as_json:
+            sys.stdout.write(json.dumps(r.to_dict(), default=str) + "\n")
+            sys.stdout.flush()
+        else:
+            err.print(
+                f"indexed: {r.files_changed} changed, {r.files_deleted} deleted, "
+                f"{r.passages_embedded} embedded, {r.passages_pending} pending ({r.seconds:.2f} s)"
+            )
+
+    try:
+        watch_vault(api, on_report=report)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        api.close()
+
+
 @db_app.command("upgrade")
 def db_upgrade(as_json: JsonOpt = False) -> None:
     """Apply database migrations up to the latest revision."""

@@ -1,0 +1,63 @@
+"""Watch mode: keep the index fresh as notes change (used by the compose indexer).
+
+watchfiles (Rust `notify`, inotify on Linux) blocks in the kernel while nothing happens,
+so an idle watcher costs next to no CPU. Changes are debounced and each batch triggers one
+incremental index run, which re-checks size/mtime itself: editors' atomic saves (write a
+temp file, rename over the note) simply show up as a changed note.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from watchfiles import Change, DefaultFilter, watch
+
+from retriever.app import Retriever
+from retriever.index import IndexReport
+from retriever.scan import ALWAYS_EXCLUDED_DIRS
+
+log = logging.getLogger(__name__)
+
+
+class NoteFilter(DefaultFilter):
+    """Markdown files and folders (a moved folder moves notes), never excluded folders."""
+
+    def __init__(self) -> None:
+        super().__init__(ignore_dirs=tuple(ALWAYS_EXCLUDED_DIRS))
+
+    def __call__(self, change: Change, path: str) -> bool:
+        if not super().__call__(change, path):
+            return False
+        name = Path(path).name
+        return name.lower().endswith(".md") or name == ".indexignore" or "." not in name
+
+
+def watch_vault(
+    app: Retriever,
+    *,
+    stop: threading.Event | None = None,
+    debounce_ms: int = 800,
+    on_report: Callable[[IndexReport], None] | None = None,
+) -> None:
+    """Index once, then re-index after every debounced batch of changes until ``stop``."""
+    vault = app.settings.resolved_vault()
+    report = app.index()
+    if on_report:
+        on_report(report)
+    log.info("watching %s", vault)
+    for changes in watch(
+        vault,
+        watch_filter=NoteFilter(),
+        debounce=debounce_ms,
+        step=100,
+        stop_event=stop,
+        yield_on_timeout=False,
+        raise_interrupt=False,
+    ):
+        log.info("%d change(s) seen; re-indexing", len(changes))
+        report = app.index()
+        if on_report:
+            on_report(report)
