@@ -83,6 +83,8 @@ class Model2VecEmbedder:
             from model2vec import StaticModel
 
             path = Path(model_id).expanduser()
+            if not path.exists() and model_id.startswith(("/", ".", "~")):
+                raise FileNotFoundError(f"no model folder at {model_id}")
             if path.exists():
                 self._model = StaticModel.from_pretrained(str(path.resolve()))
                 source = str(path.resolve())

@@ -5,6 +5,10 @@ changed files, skips those whose bytes hash the same, replaces each note's rows 
 transaction, removes deleted files, garbage-collects orphan passages and embeds passages
 that have no vector for the current model. Any interruption (Ctrl-C, kill -9) leaves a
 state the next run converges from.
+
+Big runs prepare notes in worker processes (forkserver): like any multiprocessing code,
+a script that calls the library must guard its entry point with
+``if __name__ == "__main__":`` (the ``retriever`` command does).
 """
 
 from __future__ import annotations

@@ -122,8 +122,7 @@ _KEEP_WORDS = frozenset(
     string str bytes text varchar char int integer number bool boolean object any unknown
     secretstr secretbytes password passwd passphrase passcode pass pwd secret secrets token
     tokens key apikey api_key credential credentials auth bearer basic changeme change_me
-    changeit example
-    sample test dummy placeholder value env environment foo bar baz
+    changeit example sample test dummy placeholder value env environment foo bar baz
     """.split()
 )
 # A value containing one of these words is a placeholder (``your-token-here``).
@@ -547,15 +546,26 @@ def _redact_pem(text: str, counts: Counter[str]) -> str:
 
 
 def _line_spans(text: str, hint: re.Pattern[str]) -> list[tuple[int, int]]:
-    """(start, end) of each distinct line containing a match of ``hint``."""
+    """(start, end) of each distinct line containing a match of ``hint``.
+
+    Each search is bounded by the nearest ``\n`` so that LF-only text never makes a scan
+    for ``\r`` run to the end (or start) of the note: linear, not quadratic.
+    """
     spans: list[tuple[int, int]] = []
     last_end = -1
+    has_cr = "\r" in text
     for m in hint.finditer(text):
         if m.start() <= last_end:
             continue
-        start = max(text.rfind("\n", 0, m.start()), text.rfind("\r", 0, m.start())) + 1
-        end_n = [i for i in (text.find("\n", m.end()), text.find("\r", m.end())) if i != -1]
-        end = min(end_n) if end_n else len(text)
+        start = text.rfind("\n", 0, m.start()) + 1
+        if has_cr:
+            start = max(start, text.rfind("\r", start, m.start()) + 1)
+        end = text.find("\n", m.end())
+        if end == -1:
+            end = len(text)
+        if has_cr:
+            cr = text.find("\r", m.end(), end)
+            end = cr if cr != -1 else end
         spans.append((start, end))
         last_end = end
     return spans
@@ -626,7 +636,7 @@ def _redact_scoped(text: str, counts: Counter[str]) -> str:
 _ASSIGN_RE = re.compile(
     r"""
     (?:(?<![\w.\-])(?P<dash>--)(?=[A-Za-z_])|(?<![\w.\-]))
-    (?P<key>[A-Za-z_][\w.\-]{0,79})
+    (?P<key>[A-Za-z_][\w.\-]{0,79}+)  # possessive: never retry shorter keys
     (?P<kq>["'`])?\]?\??(?:\*\*|__)?[ \t]*
     (?:
         (?P<ann>:[ \t]*[A-Za-z_][\w.]*(?:\[[\w.\[\], |]{0,40}\])?

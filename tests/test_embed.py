@@ -1,0 +1,62 @@
+"""Embedder protocol, vector validation and the real Model2Vec loader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retriever.embed import (
+    Embedder,
+    EmbedderUnavailable,
+    InvalidVectorError,
+    Model2VecEmbedder,
+    load_embedder,
+    validate_vectors,
+)
+
+
+def test_valid_vectors_pass() -> None:
+    arr = validate_vectors([[0.1, 0.2], [0.0, 1.0]], 2, 2)
+    assert arr.dtype == np.float32 and arr.shape == (2, 2)
+
+
+@pytest.mark.parametrize(
+    ("vectors", "n", "dim", "message"),
+    [
+        ([[float("nan"), 1.0]], 1, 2, "NaN"),
+        ([[float("inf"), 1.0]], 1, 2, "NaN or infinity"),
+        ([[0.0, 0.0]], 1, 2, "zeros"),
+        ([[1.0, 2.0, 3.0]], 1, 2, "dimension"),
+        ([[1.0, 2.0]], 2, 2, "expected 2 vectors"),
+        ([1.0, 2.0], 1, 2, "2-D"),
+        ([["a", "b"]], 1, 2, "numeric"),
+    ],
+)
+def test_invalid_vectors_are_refused(vectors: object, n: int, dim: int, message: str) -> None:
+    with pytest.raises(InvalidVectorError, match=message):
+        validate_vectors(vectors, n, dim)
+
+
+def test_model2vec_loads_a_local_model(model_dir: Path) -> None:
+    embedder = load_embedder(str(model_dir))
+    assert isinstance(embedder, Model2VecEmbedder)
+    assert isinstance(embedder, Embedder)
+    vectors = embedder.embed(["restic backup retention", "sourdough starter"])
+    assert vectors.shape == (2, embedder.dimension)
+    assert np.isfinite(vectors).all()
+    assert embedder.fingerprint == load_embedder(str(model_dir)).fingerprint
+
+
+def test_text_the_model_cannot_embed_is_refused(model_dir: Path) -> None:
+    embedder = load_embedder(str(model_dir))
+    with pytest.raises(InvalidVectorError):
+        embedder.embed(["zzzqqqxxx"])  # no known word: a zero vector must not be stored
+
+
+def test_unreachable_model_fails_clearly(tmp_path: Path) -> None:
+    with pytest.raises(EmbedderUnavailable, match="cannot load Model2Vec model"):
+        load_embedder(str(tmp_path / "missing-model"))
+    with pytest.raises(EmbedderUnavailable, match="turned off"):
+        load_embedder("none")
