@@ -73,6 +73,18 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[rank - 1]
 
 
+def hwm_rss_mb() -> float:
+    """This process's own peak RSS since it started (VmHWM; unlike ru_maxrss it is reset
+    by exec, so a spawned child does not inherit its parent's peak)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
 def self_peak_rss_mb() -> float:
     """Peak RSS of this process plus its waited-for children (ru_maxrss is in KiB on Linux)."""
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

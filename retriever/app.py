@@ -173,6 +173,8 @@ class Retriever:
             modified_after=parse_modified_after(modified_after),  # type: ignore[arg-type]
             limit=limit,
             bm25=BM25Params(self.settings.bm25_k1, self.settings.bm25_b),
+            doc_weight=self.settings.doc_weight,
+            graph_weight=self.settings.graph_weight,
         )
         refreshed = 0
         if self.settings.fresh_search if fresh is None else fresh:

@@ -189,6 +189,27 @@ LIMIT %(limit)s
 """
 
 
+# Document-level BM25: a note is the concatenation of its chunks, so its term frequencies
+# and length are sums over them (no second copy of the lexical data is stored).
+_DOC_SCORE_SQL = """
+WITH q(term, w) AS (SELECT * FROM unnest(%(terms)s::text[], %(weights)s::float8[])),
+cand AS (SELECT DISTINCT t.doc_id FROM chunks t WHERE t.terms && %(essential)s::text[] {extra}),
+tf AS (
+    SELECT c.doc_id, q.w, sum(c.tfs[array_position(c.terms, q.term)]) AS tf
+    FROM chunks c JOIN cand USING (doc_id) JOIN q ON q.term = ANY(c.terms)
+    GROUP BY c.doc_id, q.term, q.w
+),
+dl AS (SELECT c.doc_id, sum(c.len) AS len FROM chunks c JOIN cand USING (doc_id) GROUP BY 1)
+SELECT tf.doc_id AS key,
+       sum(tf.w * tf.tf * (%(k1)s + 1) / (tf.tf + %(k1)s * (1 - %(b)s + %(b)s * dl.len / %(avg)s)))
+       AS score
+FROM tf JOIN dl USING (doc_id)
+GROUP BY tf.doc_id
+ORDER BY score DESC, key
+LIMIT %(limit)s
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class BM25Params:
     k1: float = 1.2
@@ -234,7 +255,8 @@ def bm25_search(
     extra_params: dict[str, object] | None = None,
     candidate_cap: int = 4000,
 ) -> list[tuple[int, float]]:
-    """Exact top-``limit`` Okapi BM25 over chunks (or documents), scored in SQL.
+    """Exact top-``limit`` Okapi BM25 over chunks (or documents: ``level="document"``
+    returns document ids), scored in SQL.
 
     MaxScore-style pruning keeps it fast without changing the answer: candidates first come
     only from the rarer ("essential") terms; if the best ``limit`` scores found that way
@@ -250,8 +272,10 @@ def bm25_search(
     ordered = sorted(present, key=lambda t: (dfs[t], t))  # rarest first
     bound = {t: weights[t] * (params.k1 + 1) for t in present}  # max contribution of a term
 
-    table, key = ("chunks", "id") if level == "chunk" else ("documents", "id")
-    sql = _SCORE_SQL.format(table=table, key=key, extra=extra_sql)
+    if level == "chunk":
+        sql = _SCORE_SQL.format(table="chunks", key="id", extra=extra_sql)
+    else:
+        sql = _DOC_SCORE_SQL.format(extra=extra_sql)
     base = {
         "k1": params.k1,
         "b": params.b,

@@ -26,8 +26,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from fastmcp import FastMCP
-from fastmcp.exceptions import ToolError
 from pydantic import Field
 
 from healthcheck.checks import HealthReport, run_health
@@ -36,6 +34,9 @@ from retriever.config import env_flag
 from retriever.redact import redact
 
 if TYPE_CHECKING:
+    from fastmcp import FastMCP
+    from fastmcp.exceptions import ToolError
+
     from retriever.app import Retriever
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ MAX_HITS = 40
 MAX_OUTPUT_BYTES = 64_000
 MAX_TAGS = 20
 DEFAULT_PORT = 8765
+STARTUP_WAIT_SECONDS = 30.0
 
 INSTRUCTIONS = """\
 Search and read the user's personal markdown notes (an Obsidian-style vault). Read-only.
@@ -73,6 +75,8 @@ class RemoteBindError(ValueError):
 
 def _bad(message: str) -> ToolError:
     """A refusal of the caller's input: logged quietly, shown to the agent as is."""
+    from fastmcp.exceptions import ToolError
+
     return ToolError(message, log_level=logging.INFO)
 
 
@@ -97,15 +101,57 @@ def _clean_query(text: str) -> str:
     return " ".join(cleaned.split())
 
 
+class Warmup:
+    """Start-up work on a background thread: the health check (which loads the embedder),
+    then a throw-away search that opens the pool and fills the caches. It overlaps the
+    FastMCP import and the client's handshake; tools wait for it before their first answer.
+    """
+
+    def __init__(self, app: Retriever) -> None:
+        self.app = app
+        self.report: HealthReport | None = None
+        self.done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="retriever-warmup", daemon=True)
+
+    def start(self) -> Warmup:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            self.report = run_health(self.app)
+            log.warning("retriever MCP: %s", self.report.summary())
+            if self.report.verdict != "down":
+                self.app.search("warm up", budget_tokens=MIN_BUDGET, fresh=False)
+        except Exception as exc:  # the tools will report whatever is wrong
+            log.warning("start-up warm-up failed: %s", type(exc).__name__)
+        finally:
+            self.done.set()
+
+
 class ServerState:
     """What the tools share: the app, the last health report and the re-probe clock."""
 
-    def __init__(self, app: Retriever, reprobe_seconds: float) -> None:
+    def __init__(
+        self, app: Retriever, reprobe_seconds: float, warmup: Warmup | None = None
+    ) -> None:
         self.app = app
         self.reprobe_seconds = reprobe_seconds
         self.report: HealthReport | None = None
+        self.warmup = warmup
         self._lock = threading.Lock()
         self._last_probe = time.monotonic()
+
+    def wait_ready(self) -> None:
+        """Let the start-up warm-up finish first (bounded: a hung part is reported later)."""
+        warmup = self.warmup
+        if warmup is None:
+            return
+        warmup.done.wait(STARTUP_WAIT_SECONDS)
+        with self._lock:
+            if self.report is None:
+                self.report = warmup.report
+            self.warmup = None
 
     # -- health ----------------------------------------------------------------------
     def check_health(self, *, timeout: float = 3.0) -> HealthReport:
@@ -148,12 +194,14 @@ class ServerState:
     def run(self, tool: str, fn: Callable[[], T]) -> T:
         """Run a tool body, turning every failure into a ToolError an agent can act on."""
         import psycopg
+        from fastmcp.exceptions import ToolError
         from psycopg_pool import PoolTimeout
 
         from retriever.db import DatabaseError
         from retriever.search import SearchInputError
 
         try:
+            self.wait_ready()
             return fn()
         except ToolError:
             raise
@@ -263,14 +311,21 @@ def build_server(
     *,
     reprobe_seconds: float = REPROBE_SECONDS,
     token: str | None = None,
+    warmup: Warmup | None = None,
 ) -> FastMCP:
-    """The FastMCP server over ``app``. Runs the health check once, now."""
-    state = ServerState(app, reprobe_seconds)
-    try:
-        report = state.check_health()
-        log.warning("retriever MCP: %s", report.summary())
-    except Exception:  # never keep the server from starting: tools will explain
-        log.exception("start-up health check failed")
+    """The FastMCP server over ``app``.
+
+    Runs the health check now, or lets a started :class:`Warmup` do it in the background.
+    """
+    from fastmcp import FastMCP
+
+    state = ServerState(app, reprobe_seconds, warmup)
+    if warmup is None:
+        try:
+            report = state.check_health()
+            log.warning("retriever MCP: %s", report.summary())
+        except Exception:  # never keep the server from starting: tools will explain
+            log.exception("start-up health check failed")
 
     auth = None
     if token:
@@ -560,7 +615,9 @@ def serve(
     if not http:
         if token:
             log.warning("--token applies to HTTP only; stdio is private to the client process")
-        build_server(app).run(transport="stdio", show_banner=False)
+        # Warm up first: model loading overlaps the FastMCP import and the handshake.
+        warmup = Warmup(app).start()
+        build_server(app, warmup=warmup).run(transport="stdio", show_banner=False)
         return
     check_bind(host)
     if not is_loopback(host) and not token:
@@ -568,7 +625,7 @@ def serve(
             "listening on %s without a token: anything that reaches this port can read the "
             "vault index", host,
         )  # fmt: skip
-    server = build_server(app, token=token)
+    server = build_server(app, token=token, warmup=Warmup(app).start())
     server.run(
         transport="http",
         host=host,

@@ -31,6 +31,7 @@ class PreparedChunk:
     ordinal: int
     passage_hash: bytes
     text: str
+    context: str
     tokens: int
     heading_trail: list[str]
     start_line: int
@@ -81,8 +82,23 @@ def normalise_passage(text: str) -> str:
     return "\n".join(line.rstrip() for line in lines).strip("\n")
 
 
-def passage_hash(normalised: str) -> bytes:
-    return hashlib.sha256(normalised.encode("utf-8")).digest()
+def passage_hash(normalised: str, context: str = "") -> bytes:
+    key = f"{context}\x1f{normalised}" if context else normalised
+    return hashlib.sha256(key.encode("utf-8")).digest()
+
+
+def embedding_input(context: str, text: str) -> str:
+    """What the embedder sees: the heading context first, so short passages keep their topic."""
+    return f"{context}\n\n{text}" if context else text
+
+
+def _stable_title(note_title: str, frontmatter: dict[str, object], path: str) -> str | None:
+    """The title when it lives in the file (frontmatter or H1), None when it is only the file
+    name: a rename must not change what a passage is keyed by, or it would be re-embedded."""
+    if frontmatter.get("title"):
+        return note_title
+    stem = Path(path).name.removesuffix(".md")
+    return None if note_title.casefold() == stem.casefold() else note_title
 
 
 def prepare_text(
@@ -107,10 +123,15 @@ def prepare_text(
     title_text = " ".join([note.title, *note.aliases])
     tag_text = " ".join(note.tags)
     chunks: list[PreparedChunk] = []
+    stable_title = _stable_title(note.title, note.frontmatter, path)
     for chunk in note.chunks:
         normalised = normalise_passage(chunk.text)
         if not normalised.strip():
             continue
+        trail = (
+            [stable_title, *chunk.heading_trail[1:]] if stable_title else chunk.heading_trail[1:]
+        )
+        context = " > ".join(t for t in trail if t)
         headings = " ".join(chunk.heading_trail[1:])
         lex = weighted_terms(
             [
@@ -123,8 +144,9 @@ def prepare_text(
         chunks.append(
             PreparedChunk(
                 ordinal=len(chunks),
-                passage_hash=passage_hash(normalised),
+                passage_hash=passage_hash(normalised, context),
                 text=normalised,
+                context=context,
                 tokens=estimate_tokens(normalised),
                 heading_trail=list(chunk.heading_trail),
                 start_line=chunk.start_line,

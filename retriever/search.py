@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -49,6 +49,7 @@ class SearchOptions:
     rrf_k: float = 60.0
     graph: bool = True
     graph_weight: float = 0.5
+    doc_weight: float = 0.0  # weight of the document-level BM25 list (eval: no gain)
     folder: str | None = None
     tags: list[str] | None = None
     note_type: str | None = None
@@ -267,11 +268,9 @@ class Searcher:
         cosine: dict[int, float] = {}
         qterms = [query_terms(q) for q in queries]
 
+        doc_lists: list[list[int]] = []
         if mode in ("hybrid", "lexical"):
-            for terms in qterms:
-                rows = bm25_search(conn, terms, limit=ARM_DEPTH, params=opts.bm25,
-                                   extra_sql=lex_extra, extra_params=fparams)  # fmt: skip
-                lexical_lists.append([r[0] for r in rows])
+            lexical_lists, doc_lists = self._lexical(conn, qterms, opts, lex_extra, fparams)
         if mode in ("hybrid", "semantic") and embedder is not None and model is not None:
             qvecs: list[np.ndarray] = []
             try:
@@ -285,10 +284,7 @@ class Searcher:
                 degraded = f"embedder failed: {exc}"
                 mode, qvecs = "lexical", []
                 if not lexical_lists:
-                    for terms in qterms:
-                        rows = bm25_search(conn, terms, limit=ARM_DEPTH, params=opts.bm25,
-                                           extra_sql=lex_extra, extra_params=fparams)  # fmt: skip
-                        lexical_lists.append([r[0] for r in rows])
+                    lexical_lists, doc_lists = self._lexical(conn, qterms, opts, lex_extra, fparams)
             for qv in qvecs:
                 rows = vector_search(conn, model[0], model[1], np.asarray(qv), limit=ARM_DEPTH,
                                      doc_filter=where, filter_params=fparams)  # fmt: skip
@@ -297,7 +293,7 @@ class Searcher:
                     cosine[cid] = max(cosine.get(cid, -1.0), cos)
 
         scores, graph_list = self._fuse(
-            conn, queries, opts, lexical_lists, semantic_lists, where, fparams
+            conn, queries, opts, lexical_lists, semantic_lists, doc_lists, where, fparams
         )
         ranked_ids = sorted(scores, key=lambda c: (-scores[c], c))
         rows = _fetch_chunks(conn, ranked_ids[: max(opts.limit * 3, 60)] + graph_list)
@@ -332,6 +328,7 @@ class Searcher:
         opts: SearchOptions,
         lexical_lists: list[list[int]],
         semantic_lists: list[list[int]],
+        doc_lists: list[list[int]],
         where: str,
         fparams: dict[str, object],
     ) -> tuple[dict[int, float], list[int]]:
@@ -342,6 +339,7 @@ class Searcher:
             k = 30.0 if opts.fusion == "rrf30" else opts.rrf_k
             lists = [RankedList("lexical", ids, lex_weight) for ids in lexical_lists]
             lists += [RankedList("semantic", ids, 1.0) for ids in semantic_lists]
+            lists += [RankedList("lexical", ids, opts.doc_weight * lex_weight) for ids in doc_lists]
             scores = rrf(lists, k=k)  # type: ignore[assignment]
         graph_list: list[int] = []
         if opts.graph and scores:
@@ -353,6 +351,48 @@ class Searcher:
             for rank, cid in enumerate(graph_list, start=1):
                 scores[cid] = scores.get(cid, 0.0) + opts.graph_weight / (k + rank)
         return scores, graph_list
+
+    def _lexical(
+        self,
+        conn: psycopg.Connection,
+        qterms: list[Counter[str]],
+        opts: SearchOptions,
+        extra: str,
+        fparams: dict[str, object],
+    ) -> tuple[list[list[int]], list[list[int]]]:
+        """Chunk-level BM25 lists and, when enabled, document-level BM25 lists (each note
+        represented by its best-ranked chunk, else its opening chunk)."""
+        chunk_lists: list[list[int]] = []
+        doc_lists: list[list[int]] = []
+        for terms in qterms:
+            rows = bm25_search(conn, terms, limit=ARM_DEPTH, params=opts.bm25,
+                               extra_sql=extra, extra_params=fparams)  # fmt: skip
+            chunk_lists.append([r[0] for r in rows])
+            if opts.doc_weight <= 0:
+                continue
+            docs = bm25_search(conn, terms, limit=ARM_DEPTH, params=opts.bm25, level="document",
+                               extra_sql=extra, extra_params=fparams)  # fmt: skip
+            if not docs:
+                continue
+            doc_ids = [d for d, _ in docs]
+            best: dict[int, int] = {}  # doc -> its best-ranked chunk in the chunk list
+            if chunk_lists[-1]:
+                order = {c: i for i, c in enumerate(chunk_lists[-1])}
+                owners = conn.execute(
+                    "SELECT id, doc_id FROM chunks WHERE id = ANY(%s)", (chunk_lists[-1],)
+                ).fetchall()
+                for cid, did in sorted(owners, key=lambda r: order[int(r[0])]):
+                    best.setdefault(int(did), int(cid))
+            missing = [d for d in doc_ids if d not in best]
+            if missing:
+                for did, cid in conn.execute(
+                    "SELECT DISTINCT ON (doc_id) doc_id, id FROM chunks WHERE doc_id = ANY(%s)"
+                    " ORDER BY doc_id, ordinal",
+                    (missing,),
+                ).fetchall():
+                    best[int(did)] = int(cid)
+            doc_lists.append([best[d] for d in doc_ids if d in best])
+        return chunk_lists, doc_lists
 
     def _graph_arm(
         self,

@@ -12,7 +12,7 @@ import numpy as np
 import psycopg
 from pgvector import HalfVector
 
-from retriever.prepare import PreparedDoc
+from retriever.prepare import PreparedDoc, embedding_input
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,19 +143,24 @@ def write_documents(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> tu
             for t in {t for c in d.chunks for t in c.terms}:
                 deltas.ddf[t] += 1
 
-    passages: dict[bytes, tuple[str, int]] = {}
+    passages: dict[bytes, tuple[str, str, int]] = {}
     for d in docs:
         for c in d.chunks:
-            passages.setdefault(c.passage_hash, (c.text, c.tokens))
+            passages.setdefault(c.passage_hash, (c.text, c.context, c.tokens))
     if passages:
         hashes = list(passages)
         conn.execute(
             """
-            INSERT INTO passages (hash, text, tokens)
-            SELECT * FROM unnest(%s::bytea[], %s::text[], %s::int[])
+            INSERT INTO passages (hash, text, context, tokens)
+            SELECT * FROM unnest(%s::bytea[], %s::text[], %s::text[], %s::int[])
             ON CONFLICT (hash) DO NOTHING
             """,
-            (hashes, [passages[h][0] for h in hashes], [passages[h][1] for h in hashes]),
+            (
+                hashes,
+                [passages[h][0] for h in hashes],
+                [passages[h][1] for h in hashes],
+                [passages[h][2] for h in hashes],
+            ),
         )
 
     added = 0
@@ -256,14 +261,15 @@ def pending_passages(
 ) -> list[tuple[bytes, str]]:
     rows = conn.execute(
         """
-        SELECT p.hash, p.text FROM passages p
+        SELECT p.hash, p.context, p.text FROM passages p
         WHERE NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = %s AND e.hash = p.hash)
           AND NOT (p.hash = ANY(%s::bytea[]))
         LIMIT %s
         """,
         (model, list(exclude), limit),
     ).fetchall()
-    return [(bytes(r[0]), r[1]) for r in rows]
+    # The embedder sees the heading context with the text (see prepare.embedding_input).
+    return [(bytes(r[0]), embedding_input(r[1], r[2])) for r in rows]
 
 
 def count_pending(conn: psycopg.Connection, model: int | None) -> int:

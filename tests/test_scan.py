@@ -87,13 +87,7 @@ def test_indexignore_is_honoured(tmp_path: Path) -> None:
     vault = tmp_path / "v"
     (vault).mkdir()
     (vault / ".indexignore").write_text(
-        "# comment line\n"
-        "\n"
-        "private/\n"
-        "drafts/*.md\n"
-        "!drafts/Keep.md\n"
-        "Secret*.md\n"
-        "/Top only.md\n",
+        "# comment line\n\nprivate/\ndrafts/*.md\n!drafts/Keep.md\nSecret*.md\n/Top only.md\n",
         encoding="utf-8",
     )
     for rel in [

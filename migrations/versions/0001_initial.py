@@ -42,12 +42,13 @@ def upgrade() -> None:
         );
         CREATE INDEX documents_tags_gin ON documents USING gin (tags);
 
-        -- Passage text, keyed by the sha256 of its normalised text (shared by duplicates,
-        -- kept across renames so nothing is embedded twice).
+        -- Passage text, keyed by the sha256 of its normalised text and heading context
+        -- (shared by duplicates, kept across renames so nothing is embedded twice).
         CREATE TABLE passages (
-            hash   bytea PRIMARY KEY,
-            text   text NOT NULL,
-            tokens integer NOT NULL
+            hash    bytea PRIMARY KEY,
+            text    text NOT NULL,
+            context text NOT NULL DEFAULT '',     -- "title > H2 > H3", embedded with the text
+            tokens  integer NOT NULL
         );
 
         -- A passage's occurrence in a document, with its citation and lexical data
