@@ -222,12 +222,12 @@ class ServerState:
             ) from None
 
 
-def _check_budget(value: int, default_name: str = "budget_tokens") -> int:
+def _check_budget(value: int, name: str = "budget_tokens") -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _bad(f"{default_name} must be a whole number of tokens")
+        raise _bad(f"{name} must be a whole number of tokens")
     if not MIN_BUDGET <= value <= MAX_BUDGET:
         raise _bad(
-            f"{default_name} must be between {MIN_BUDGET} and {MAX_BUDGET} (got {value}); "
+            f"{name} must be between {MIN_BUDGET} and {MAX_BUDGET} (got {value}); "
             "1200 suits a quick answer, 4000 a thorough one"
         )
     return value

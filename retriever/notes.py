@@ -156,9 +156,7 @@ def _check_included(filt: VaultFilter, rel: str, shown: str) -> None:
         raise NotePathError(f"{shown} is excluded from the index (.indexignore or settings)")
 
 
-def safe_note_path(
-    vault: Path | Retriever, rel: str, *, _filter: VaultFilter | None = None
-) -> Path:
+def safe_note_path(vault: Path | Retriever, rel: str) -> Path:
     """The real path of the vault note ``rel``, or :class:`NotePathError`.
 
     ``vault`` is a vault folder (default include rules) or a Retriever (its settings'
@@ -167,8 +165,6 @@ def safe_note_path(
     norm = clean_relative(rel)
     shown = _echo(norm)
     root, filt = _vault_filter(vault)
-    if _filter is not None:
-        filt = _filter
     _check_included(filt, norm, shown)
 
     candidate = root / norm

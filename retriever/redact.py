@@ -108,8 +108,8 @@ _DIGIT = re.compile(r"[0-9]")
 _CAMEL_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _CONSONANTS = re.compile(r"[^aeiouyAEIOUY]{4}")
 _VOWEL = re.compile(r"[aeiouyAEIOUY]")
-_WORD_SPLIT = re.compile(r"[-_.\s/]+")
-_ALPHA_RUN = re.compile(r"[a-z]+")
+_WORD_SPLIT = re.compile(r"[-_.:\s/]+")  # also splits xs:anyURI
+_ALNUM_SPLIT = re.compile(r"[^A-Za-z0-9]+")
 _HEXLIKE = re.compile(r"[0-9a-f]+|[0-9A-F]+")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 _MASK_CHARS = frozenset("xX*•#0")
@@ -127,7 +127,7 @@ _KEEP_WORDS = frozenset(
 )
 # A value containing one of these words is a placeholder (``your-token-here``).
 _PLACEHOLDER_WORDS = frozenset(
-    "your yours example placeholder changeme replaceme dummy redacted sample".split()
+    "your yours example placeholder changeme replaceme dummy redacted sample insert here".split()
 )
 
 
@@ -179,14 +179,22 @@ def _is_multiword(s: str) -> bool:
 
 def _is_placeholder(value: str) -> bool:
     s = value.strip()
-    if not s or s.startswith(_MARK):
+    if s.startswith(_MARK) or _is_masked(s):
+        return True
+    s = s.strip("*_ ")  # markdown emphasis around a template value: **<password>**
+    if not s or s.startswith(("&lt;", "&#")):  # HTML-escaped <placeholder>
         return True
     low = s.lower()
     if low in _KEEP_WORDS or s[0] in "$%<{[":  # ${VAR}, $VAR, %(x)s, <your-key>, {{ v }}, [..]
         return True
     if "..." in s or "…" in s or low.startswith(("enc[", "vault:")):
         return True
-    if any(w in _PLACEHOLDER_WORDS for w in _ALPHA_RUN.findall(low)):
+    if any(
+        w.lower() in _PLACEHOLDER_WORDS
+        for part in _ALNUM_SPLIT.split(s)
+        if part.isalpha()  # a part with digits in it is a random run, not a word
+        for w in _CAMEL_WORD.findall(part)
+    ):
         return True
     return _is_masked(s)
 
@@ -462,6 +470,15 @@ _HEADER_RULES: tuple[_Rule, ...] = (
         group="v",
         check=_password_ok,
     ),
+    # ~/.netrc: "machine host login user password secret" (or "default login ...").
+    _rule(
+        "password",
+        r"(?<![\w-])(?:machine[ \t]+\S+|default)(?:[ \t]+(?:login|account|port)[ \t]+\S+)*"
+        r"[ \t]+(?:password|passwd)[ \t]+(?P<v>[^\s\"'`]+)",
+        ("machine", "default"),
+        group="v",
+        check=lambda v: _password_ok(v) and not _is_wordy(v),
+    ),
     _rule(
         "basic_auth",
         r"(?<![\w-])(?:-u|--user)[ \t]+[\"']?(?P<user>[^\s:\"']+):(?P<v>[^\s\"']+)",
@@ -597,9 +614,6 @@ _AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z
 # Twilio auth token: 32 hex on a line that holds an account SID.
 _TWILIO_HINT = re.compile(r"(?<![A-Za-z0-9])AC[0-9a-f]{32}(?![A-Za-z0-9])")
 _TWILIO_TOKEN = re.compile(r"(?<![A-Za-z0-9])(?P<v>[0-9a-f]{32})(?![A-Za-z0-9])")
-# ~/.netrc: "machine host login user password secret".
-_NETRC_HINT = re.compile(r"(?<![\w-])(?:machine|login|default)[ \t]+\S")
-_NETRC_PW = re.compile(r"(?<![\w-])(?:password|passwd)[ \t]+(?P<v>[^\s\"'`]+)")
 
 
 def _aws_secret_ok(v: str) -> bool:
@@ -617,15 +631,6 @@ def _redact_scoped(text: str, counts: Counter[str]) -> str:
         text = _scoped(text, counts, _AWS_HINT, _AWS_SECRET, "aws_secret_key", _aws_secret_ok)
     if "AC" in text:
         text = _scoped(text, counts, _TWILIO_HINT, _TWILIO_TOKEN, "twilio", _vendor_ok)
-    if "password" in low or "passwd" in low:
-        text = _scoped(
-            text,
-            counts,
-            _NETRC_HINT,
-            _NETRC_PW,
-            "password",
-            lambda v: _password_ok(v) and not _is_wordy(v) and len(v) >= 3,
-        )
     return text
 
 
@@ -675,9 +680,10 @@ _SNAKE_IDENT = re.compile(
 _DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
 _DIGITS = re.compile(r"\d+")
 # CamelCase made of Title-case words, an acronym prefix and one digit run allowed:
-# SecretStr, OAuthToken, Ed25519PrivateKey. Random mixed case rarely fits.
+# SecretStr, OAuthToken, Ed25519PrivateKey, PKCS7PrivateKeyTypes. Random mixed case rarely fits.
 _TYPE_LIKE = re.compile(
-    r"[A-Z]{0,4}[A-Z][a-z]{1,15}(?:[A-Z][a-z]{2,15}){0,5}(?:\d{1,6}(?:[A-Z][a-z]{2,15}){1,5})?"
+    r"(?:[A-Z]{1,5}\d{0,3})?[A-Z][a-z]{1,15}(?:[A-Z][a-z]{2,15}){0,5}"
+    r"(?:\d{1,6}(?:[A-Z][a-z]{2,15}){1,5})?"
 )
 _UNION_NEXT = re.compile(r"[ \t]*\|")
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.\-/]*|[A-Za-z]:\\\S*")

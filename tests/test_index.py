@@ -31,6 +31,7 @@ from retriever.config import Settings
 from retriever.db import Database
 from retriever.index import PARALLEL_THRESHOLD
 from retriever.lexical import weighted_terms
+from retriever.prepare import embedding_input
 from retriever.scan import ALWAYS_EXCLUDED_DIRS
 from tests.conftest import TEMPLATE_DB, _with_dbname
 
@@ -125,7 +126,8 @@ def snapshot(url: str) -> dict[str, object]:
     lexicon = {r[0]: (r[1], r[2]) for r in query(url, "SELECT term, df, ddf FROM lexicon")}
     stats = query(url, "SELECT n_chunks, sum_len, n_docs, sum_doc_len FROM lex_stats")
     passages = {
-        (bytes(r[0]), r[1], r[2]) for r in query(url, "SELECT hash, text, tokens FROM passages")
+        (bytes(r[0]), r[1], r[2], r[3])
+        for r in query(url, "SELECT hash, text, context, tokens FROM passages")
     }
     embedded = {
         (r[0], bytes(r[1]))
@@ -594,6 +596,26 @@ def test_rename_reuses_passages_and_reresolves_links(
     assert ("Setup", "wiki", "homelab/Setup.md") in link_rows(db_url, "Inbox.md")
 
 
+@pytest.mark.xfail(
+    reason="BUG: prepare._stable_title drops the title from the passage context only when it "
+    "equals the file stem, so renaming a note titled by its H1 (# Inbox in Inbox.md) changes "
+    "every passage hash and re-embeds the whole note",
+    strict=True,
+)
+def test_rename_of_a_note_titled_by_its_h1_reuses_vectors(
+    make_app, vault_copy: Path, db_url: str, model_dir: Path
+) -> None:
+    app = make_app(vault_copy, model=model_dir)
+    app.index()
+    hashes = passage_hashes_of(db_url, "Inbox.md")
+    assert hashes
+    os.rename(vault_copy / "Inbox.md", vault_copy / "Todo.md")  # "# Inbox" stays the title
+    report = app.index()
+    assert scalar(db_url, "SELECT title FROM documents WHERE path = 'Todo.md'") == "Inbox"
+    assert report.passages_embedded == 0
+    assert passage_hashes_of(db_url, "Todo.md") == hashes
+
+
 def test_delete_removes_document_chunks_and_links(make_app, vault_copy: Path, db_url: str) -> None:
     app = make_app(vault_copy)
     app.index()
@@ -890,12 +912,12 @@ def test_every_passage_gets_a_vector(
     assert embedder is not None and error is None
     rows = query(
         db_url,
-        "SELECT p.text, e.vec::text FROM passages p JOIN embeddings e ON e.hash = p.hash"
-        " ORDER BY p.hash LIMIT 20",
+        "SELECT p.context, p.text, e.vec::text FROM passages p"
+        " JOIN embeddings e ON e.hash = p.hash ORDER BY p.hash LIMIT 20",
     )
-    fresh = embedder.embed([r[0] for r in rows])
+    fresh = embedder.embed([embedding_input(r[0], r[1]) for r in rows])
     fresh /= np.linalg.norm(fresh, axis=1, keepdims=True)
-    stored = np.asarray([json.loads(r[1]) for r in rows], dtype=np.float32)
+    stored = np.asarray([json.loads(r[2]) for r in rows], dtype=np.float32)
     stored /= np.linalg.norm(stored, axis=1, keepdims=True)
     cosines = stored @ fresh.T
     assert (np.diag(cosines) > 0.99).all()  # half precision storage
@@ -1053,3 +1075,98 @@ def test_kill_9_converges_to_a_clean_index(
     assert code == 0, stderr[-2000:]
     assert_same_index(snapshot(db_url), snapshot(reference_url))
     assert_stats_consistent(db_url)
+
+
+@pytest.mark.parametrize("target", ["process", "group"])
+def test_ctrl_c_stops_with_a_summary_and_the_next_run_completes(
+    db_url: str, model_dir: Path, tmp_path: Path, target: str
+) -> None:
+    """SIGINT to the indexer alone, or to its whole process group as a terminal's Ctrl-C
+    does (fork server and workers included)."""
+    n = 2 * PARALLEL_THRESHOLD
+    vault = make_big_vault(tmp_path / "big", n)
+    env = cli_env(db_url, tmp_path / "home", model_dir, RETRIEVER_EMBED_BATCH="8")
+    watch = Watch(db_url)
+    sig = os.kill if target == "process" else os.killpg
+    try:
+        proc = start_index(vault, env)
+        acted, state, elapsed = run_until(
+            proc, watch, lambda s, t: s["written"] > 0, lambda p: sig(p.pid, signal.SIGINT)
+        )
+        print(f"SIGINT ({target}) after {elapsed:.2f}s, state {state}")
+        assert acted, "the indexer finished before the first batch was seen"
+        out, err = proc.communicate(timeout=60)
+    finally:
+        watch.close()
+    assert proc.returncode == 1, err.decode()[-3000:]
+    data = json.loads(out)
+    assert data["interrupted"] is True
+    assert data["ok"] is False
+    assert data["errors"] == []
+    assert 0 < data["files_changed"] <= n
+    assert "Traceback" not in err.decode()
+    assert "interrupted" in err.decode()  # the log line, on stderr
+    # Nothing half-written: every stored note is complete and the statistics are exact.
+    assert_stats_consistent(db_url)
+
+    code, data, stderr = run_cli(["index", str(vault), "--json"], env)
+    assert code == 0, stderr[-2000:]
+    assert data["interrupted"] is False
+    assert data["files_seen"] == n
+    assert data["passages_pending"] == 0
+    assert scalar(db_url, "SELECT count(*) FROM documents") == n
+    assert_stats_consistent(db_url)
+
+
+def test_cli_json_and_exit_codes(
+    db_url: str, vault_copy: Path, model_dir: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    expected = len(notes_on_disk(vault_copy))
+    env = cli_env(db_url, home, model_dir)
+
+    code, data, _ = run_cli(["index", str(vault_copy), "--json"], env)
+    assert code == 0
+    assert data["ok"] is True
+    assert data["files_seen"] == data["files_changed"] == expected
+    assert data["passages_pending"] == 0
+    assert data["passages_embedded"] > 0
+    assert data["interrupted"] is False and data["errors"] == []
+
+    code, status, _ = run_cli(["status", str(vault_copy), "--json"], env)
+    assert code == 0
+    assert status["ok"] is True
+    assert status["notes_on_disk"] == status["notes_indexed"] == expected
+    assert status["notes_changed"] == status["notes_deleted"] == 0
+    assert status["passages_pending"] == 0
+    assert status["passages"] == scalar(db_url, "SELECT count(*) FROM passages")
+    assert status["chunks"] == scalar(db_url, "SELECT count(*) FROM chunks")
+    assert status["model_error"] is None
+    assert len(status["stored_models"]) == 1
+    assert status["last_index"]["vault"] == str(vault_copy.resolve())
+    assert status["database"].startswith("postgresql://")
+
+    # No model: the index is complete lexically, vectors are pending -> exit 1, logs on stderr.
+    lexical = cli_env(db_url, home, "none")
+    code, data, stderr = run_cli(["index", str(vault_copy), "--json"], lexical)
+    assert code == 1
+    assert data["ok"] is False
+    assert data["files_changed"] == 0
+    assert data["passages_pending"] == status["passages"]
+    assert "turned off" in data["embed_error"]
+    assert "embedder unavailable" in stderr
+    code, st, _ = run_cli(["status", str(vault_copy), "--json"], lexical)
+    assert code == 1
+    assert st["ok"] is False and st["model_error"]
+
+    # A changed note makes status degraded until the next index run.
+    (vault_copy / "Inbox.md").write_text("# Inbox\n\nEmpty.\n", encoding="utf-8")
+    code, st, _ = run_cli(["status", str(vault_copy), "--json"], env)
+    assert code == 1
+    assert st["notes_changed"] == 1
+    assert st["notes_indexed"] == expected - 1
+
+    # A missing vault fails cleanly, as JSON.
+    code, data, _ = run_cli(["index", str(tmp_path / "nope"), "--json"], env)
+    assert code == 2
+    assert data["ok"] is False and "not found" in data["error"]

@@ -26,7 +26,7 @@ from fastmcp import Client, FastMCP
 
 from retriever.app import Retriever
 from retriever.config import Settings
-from retriever.mcp_server import RemoteBindError, build_server, check_bind
+from retriever.mcp_server import RemoteBindError, Warmup, build_server, check_bind, serve
 
 TOOLS = {"search", "read_note", "list_notes", "get_context", "links", "health"}
 
@@ -355,8 +355,21 @@ def test_bind_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     for host in ("0.0.0.0", "::", "192.168.1.10", "example.org"):
         with pytest.raises(RemoteBindError):
             check_bind(host)
+    # serve() refuses before opening anything.
+    app = Retriever(Settings(vault=Path(__file__).parent / "vault", embed_model="none"))
+    with pytest.raises(RemoteBindError, match="RETRIEVER_ALLOW_REMOTE"):
+        serve(app, http=True, host="0.0.0.0")
     monkeypatch.setenv("RETRIEVER_ALLOW_REMOTE", "1")
     check_bind("0.0.0.0")
+
+
+def test_background_warmup_serves_the_first_call(indexed: Retriever) -> None:
+    warmup = Warmup(indexed).start()
+    mcp = Caller(build_server(indexed, warmup=warmup))
+    data = mcp.ok("search", queries="how are backups verified")
+    assert warmup.done.is_set()
+    assert data["mode"] == "hybrid" and data["hits"]
+    assert mcp.ok("health")["verdict"] == "healthy"
 
 
 def _free_port() -> int:
@@ -424,3 +437,33 @@ def test_http_transport_requires_the_bearer_token(indexed: Retriever, db_url: st
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.mark.slow
+def test_stdio_cold_start(indexed: Retriever, db_url: str) -> None:
+    """Spawn the server like an MCP client does and time the first search answer."""
+    from fastmcp.client.transports import StdioTransport
+
+    env = {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "RETRIEVER_VAULT": str(indexed.settings.vault),
+        "RETRIEVER_HOME": str(indexed.settings.home),
+        "RETRIEVER_EMBED_MODEL": indexed.settings.embed_model,
+        "FASTMCP_LOG_LEVEL": "WARNING",
+    }
+
+    async def first_answer() -> tuple[float, Any]:
+        started = time.perf_counter()
+        transport = StdioTransport(
+            command=sys.executable, args=["-m", "retriever.mcp_server"], env=env,
+            cwd=str(Path(__file__).parent.parent),
+        )  # fmt: skip
+        async with Client(transport) as client:
+            result = await client.call_tool("search", {"queries": "restic backups"})
+        return time.perf_counter() - started, result.data
+
+    elapsed, data = asyncio.run(first_answer())
+    print(f"stdio cold start to first search answer: {elapsed:.2f} s")
+    assert data["mode"] == "hybrid" and data["hits"]
+    assert elapsed < 30  # generous: shared CI machines; the measured figure is printed

@@ -379,6 +379,7 @@ CASES: dict[str, Case] = {
     "password_flag_space": Case("password", "mysqladmin --password {s} status", password),
     "password_flag_eq": Case("password", "psql --password={s}", password),
     "password_netrc": Case("password", "machine api.invalid login bob password {s}", password),
+    "password_netrc_default": Case("password", "default login anonymous password {s}", password),
     "password_markdown_bold": Case("password", "**Password:** {s}", password),
     "password_query_string": Case(
         "password", "grant_type=password&username=bob&password={s}", password
@@ -610,6 +611,9 @@ def keep_cases() -> dict[str, str]:
         "prose_pass": "Second pass: use a random rank",
         "prose_flag": "set it with the --password option",
         "prose_netrc_words": "log in with your password and username",
+        "prose_default_password": "The keyboard is the default input for password fields, always.",
+        "xml_namespaced_value": '<sp:IssuedToken sp:IncludeToken="xs:anyURI">',
+        "html_escaped_placeholder": 'Password="**&lt;_password_&gt;**"',
         "config_max_tokens": "max_tokens: 4096",
         "config_min_length": "password_min_length: 12",
         "config_token_type": "token_type: Bearer",
