@@ -174,6 +174,7 @@ class Retriever:
             limit=limit,
             bm25=BM25Params(self.settings.bm25_k1, self.settings.bm25_b),
             doc_weight=self.settings.doc_weight,
+            semantic_weight=self.settings.semantic_weight,
             graph_weight=self.settings.graph_weight,
         )
         refreshed = 0

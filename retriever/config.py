@@ -46,6 +46,7 @@ class Settings(BaseSettings):
     fusion: str = Field(default="rrf", description="rrf | rrf30 | interleave (eval decides)")
     graph: bool = Field(default=True, description="Lift linked neighbours (random walk)")
     graph_weight: float = 0.5
+    semantic_weight: float = Field(default=1.0, description="Weight of the semantic list in RRF")
     doc_weight: float = Field(default=0.0, description="Weight of document-level BM25 in fusion")
     budget_tokens: int = 1200
 

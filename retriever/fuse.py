@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
-FUSIONS = ("rrf", "rrf30", "interleave")
+FUSIONS = ("rrf", "rrf30", "interleave", "linear")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,3 +69,25 @@ def _round_robin(lists: Sequence[Sequence[Hashable]]) -> list[Hashable]:
                 seen.add(keys[rank])
                 out.append(keys[rank])
     return out
+
+
+def linear(
+    lexical: Sequence[Mapping[Hashable, float]],
+    semantic: Sequence[Mapping[Hashable, float]],
+    *,
+    alpha: float = 0.3,
+) -> dict[Hashable, float]:
+    """Convex combination of per-query normalised scores: (1 - alpha) * BM25 / max BM25
+    + alpha * min-max normalised cosine. Unlike RRF it keeps how far ahead a hit is, so a
+    weak arm cannot outvote a confident one. Queries are averaged."""
+    scores: dict[Hashable, float] = {}
+    for weight, lists, cosine in ((1 - alpha, lexical, False), (alpha, semantic, True)):
+        for ranked in lists:
+            if not ranked:
+                continue
+            hi, lo = max(ranked.values()), min(ranked.values())
+            span = (hi - lo) if cosine else hi
+            for key, value in ranked.items():
+                norm = ((value - lo) if cosine else value) / span if span > 0 else 1.0
+                scores[key] = scores.get(key, 0.0) + weight * norm / max(1, len(lists))
+    return scores

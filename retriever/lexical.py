@@ -293,14 +293,20 @@ def bm25_search(
             break
         essential.append(term)
         budget += dfs[term]
-    while True:
-        rows = conn.execute(sql, {**base, "essential": essential}).fetchall()
-        rest = [t for t in ordered if t not in essential]
-        if not rest:
-            break
-        ceiling = sum(bound[t] for t in rest)  # best score a passage without essentials gets
-        if len(rows) >= limit and rows[-1][1] > ceiling:
-            break
-        # Not provably exact yet: bring in the next rarest term and try again.
-        essential = [*essential, rest[0]]
+    rows = conn.execute(sql, {**base, "essential": essential}).fetchall()
+    rest = [t for t in ordered if t not in essential]
+    if rest:
+        # Exact unless a passage holding only the left-out (common) terms could still beat
+        # the k-th score found: then widen once, to exactly the terms that could (MaxScore).
+        theta = float(rows[-1][1]) if len(rows) >= limit else 0.0
+        if sum(bound[t] for t in rest) >= theta:
+            by_bound = sorted(present, key=lambda t: (bound[t], t))
+            skipped, total = set(), 0.0
+            for term in by_bound:
+                if total + bound[term] >= theta:
+                    break
+                total += bound[term]
+                skipped.add(term)
+            essential = [t for t in ordered if t not in skipped]
+            rows = conn.execute(sql, {**base, "essential": essential}).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]

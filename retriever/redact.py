@@ -820,10 +820,12 @@ class _Site:
 
 
 def _is_type_name(v: str) -> bool:
-    """CamelCase of real words: each piece of four letters or more holds a vowel."""
+    """CamelCase of real words: each word of four letters or more holds a vowel (acronyms
+    excepted)."""
     if not (_TYPE_LIKE.fullmatch(v) and _is_wordy(_DIGITS.sub("", v))):
         return False
-    return all(_VOWEL.search(w) for w in _CAMEL_WORD.findall(v) if len(w) >= 4)
+    words = _CAMEL_WORD.findall(v)
+    return all(_VOWEL.search(w) for w in words if len(w) >= 4 and not w.isupper())
 
 
 def _unquoted_is_literal(v: str, site: _Site) -> bool:

@@ -18,7 +18,7 @@ import psycopg
 from retriever import store
 from retriever.budget import allocate, estimate_tokens
 from retriever.embed import Embedder, EmbedderError, InvalidVectorError
-from retriever.fuse import FUSIONS, RankedList, interleave, rrf
+from retriever.fuse import FUSIONS, RankedList, interleave, linear, rrf
 from retriever.graph import LinkGraph, random_walk_scores
 from retriever.lexical import BM25Params, bm25_search, query_terms, tokenize
 from retriever.vector import QueryVectorCache, vector_search
@@ -49,6 +49,7 @@ class SearchOptions:
     rrf_k: float = 60.0
     graph: bool = True
     graph_weight: float = 0.5
+    semantic_weight: float = 1.0
     doc_weight: float = 0.0  # weight of the document-level BM25 list (eval: no gain)
     folder: str | None = None
     tags: list[str] | None = None
@@ -265,12 +266,16 @@ class Searcher:
         lex_extra = f"AND t.doc_id IN (SELECT d.id FROM documents d WHERE {where})" if where else ""
         lexical_lists: list[list[int]] = []
         semantic_lists: list[list[int]] = []
+        semantic_scores: list[dict[int, float]] = []
         cosine: dict[int, float] = {}
         qterms = [query_terms(q) for q in queries]
 
         doc_lists: list[list[int]] = []
+        lexical_scores: list[dict[int, float]] = []
         if mode in ("hybrid", "lexical"):
-            lexical_lists, doc_lists = self._lexical(conn, qterms, opts, lex_extra, fparams)
+            lexical_lists, doc_lists, lexical_scores = self._lexical(
+                conn, qterms, opts, lex_extra, fparams
+            )
         if mode in ("hybrid", "semantic") and embedder is not None and model is not None:
             qvecs: list[np.ndarray] = []
             try:
@@ -284,16 +289,28 @@ class Searcher:
                 degraded = f"embedder failed: {exc}"
                 mode, qvecs = "lexical", []
                 if not lexical_lists:
-                    lexical_lists, doc_lists = self._lexical(conn, qterms, opts, lex_extra, fparams)
+                    lexical_lists, doc_lists, _ = self._lexical(
+                        conn, qterms, opts, lex_extra, fparams
+                    )
             for qv in qvecs:
                 rows = vector_search(conn, model[0], model[1], np.asarray(qv), limit=ARM_DEPTH,
                                      doc_filter=where, filter_params=fparams)  # fmt: skip
                 semantic_lists.append([r[0] for r in rows])
+                semantic_scores.append(dict(rows))
                 for cid, cos in rows:
                     cosine[cid] = max(cosine.get(cid, -1.0), cos)
 
         scores, graph_list = self._fuse(
-            conn, queries, opts, lexical_lists, semantic_lists, doc_lists, where, fparams
+            conn,
+            queries,
+            opts,
+            lexical_lists,
+            semantic_lists,
+            doc_lists,
+            where,
+            fparams,
+            lexical_scores=lexical_scores,
+            semantic_scores=semantic_scores,
         )
         ranked_ids = sorted(scores, key=lambda c: (-scores[c], c))
         rows = _fetch_chunks(conn, ranked_ids[: max(opts.limit * 3, 60)] + graph_list)
@@ -331,14 +348,19 @@ class Searcher:
         doc_lists: list[list[int]],
         where: str,
         fparams: dict[str, object],
+        lexical_scores: list[dict[int, float]],
+        semantic_scores: list[dict[int, float]],
     ) -> tuple[dict[int, float], list[int]]:
         lex_weight = 2.0 if any(looks_like_identifier(q) for q in queries) else 1.0
         if semantic_lists and lexical_lists and opts.fusion == "interleave":
             scores: dict[int, float] = interleave(semantic_lists, lexical_lists)  # type: ignore[assignment]
+        elif semantic_lists and lexical_lists and opts.fusion == "linear":
+            alpha = opts.semantic_weight / (opts.semantic_weight + lex_weight)
+            scores = linear(lexical_scores, semantic_scores, alpha=alpha)  # type: ignore[assignment]
         else:
             k = 30.0 if opts.fusion == "rrf30" else opts.rrf_k
             lists = [RankedList("lexical", ids, lex_weight) for ids in lexical_lists]
-            lists += [RankedList("semantic", ids, 1.0) for ids in semantic_lists]
+            lists += [RankedList("semantic", ids, opts.semantic_weight) for ids in semantic_lists]
             lists += [RankedList("lexical", ids, opts.doc_weight * lex_weight) for ids in doc_lists]
             scores = rrf(lists, k=k)  # type: ignore[assignment]
         graph_list: list[int] = []
@@ -359,15 +381,17 @@ class Searcher:
         opts: SearchOptions,
         extra: str,
         fparams: dict[str, object],
-    ) -> tuple[list[list[int]], list[list[int]]]:
+    ) -> tuple[list[list[int]], list[list[int]], list[dict[int, float]]]:
         """Chunk-level BM25 lists and, when enabled, document-level BM25 lists (each note
         represented by its best-ranked chunk, else its opening chunk)."""
         chunk_lists: list[list[int]] = []
         doc_lists: list[list[int]] = []
+        lexical_scores: list[dict[int, float]] = []
         for terms in qterms:
             rows = bm25_search(conn, terms, limit=ARM_DEPTH, params=opts.bm25,
                                extra_sql=extra, extra_params=fparams)  # fmt: skip
             chunk_lists.append([r[0] for r in rows])
+            lexical_scores.append(dict(rows))
             if opts.doc_weight <= 0:
                 continue
             docs = bm25_search(conn, terms, limit=ARM_DEPTH, params=opts.bm25, level="document",
@@ -392,7 +416,7 @@ class Searcher:
                 ).fetchall():
                     best[int(did)] = int(cid)
             doc_lists.append([best[d] for d in doc_ids if d in best])
-        return chunk_lists, doc_lists
+        return chunk_lists, doc_lists, lexical_scores
 
     def _graph_arm(
         self,

@@ -4,6 +4,7 @@ statistics, redaction, embeddings, interruption (Ctrl-C, kill -9) and the CLI.""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 import os
@@ -535,7 +536,7 @@ def test_edit_replaces_only_that_note(make_app, vault_copy: Path, db_url: str) -
     assert {h.path for h in katsuobushi} == {"cooking/Pantry Staples.md"}
     assert_stats_consistent(db_url)
     assert scalar(db_url, "SELECT sha256 FROM documents WHERE path = %s", (path,)) == (
-        __import__("hashlib").sha256(note.read_bytes()).digest()
+        hashlib.sha256(note.read_bytes()).digest()
     )
 
 
@@ -656,6 +657,81 @@ def test_delete_removes_document_chunks_and_links(make_app, vault_copy: Path, db
     )
 
 
+def test_newly_ignored_and_oversized_notes_leave_the_index(
+    make_app, vault_copy: Path, db_url: str, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Outside\n\nnot part of the vault\n", encoding="utf-8")
+    (vault_copy / "escape.md").symlink_to(outside / "secret.md")
+    app = make_app(vault_copy, max_file_bytes=6000)
+    big = vault_copy / "Big.md"
+    big.write_text("# Big\n\n" + "lorem ipsum dolor sit amet " * 300, encoding="utf-8")
+    report = app.index()
+    assert "Big.md" in report.skipped and "escape.md" in report.skipped
+    assert any(w.startswith("Big.md: skipped, over 6000 bytes") for w in report.warnings)
+    assert "Big.md" not in doc_paths(db_url) and "escape.md" not in doc_paths(db_url)
+    assert report.errors == []
+    oversized = {p for p in notes_on_disk(vault_copy) if (vault_copy / p).stat().st_size > 6000} - {
+        "escape.md"
+    }
+    assert doc_paths(db_url) == notes_on_disk(vault_copy) - oversized - {"escape.md"}
+
+    # A note that grows over the cap, and a folder that becomes ignored, leave the index.
+    (vault_copy / "Inbox.md").write_text("# Inbox\n\n" + "x " * 4000, encoding="utf-8")
+    with (vault_copy / ".indexignore").open("a", encoding="utf-8") as f:
+        f.write("travel/\n")
+    travel = {p for p in doc_paths(db_url) if p.startswith("travel/")}
+    assert travel
+    travel_hashes = [h for p in travel for h in passage_hashes_of(db_url, p)]
+    report = app.index()
+    assert report.files_deleted == len(travel) + 1
+    assert not any(p.startswith("travel/") for p in doc_paths(db_url))
+    assert "Inbox.md" not in doc_paths(db_url)
+    assert (
+        scalar(db_url, "SELECT count(*) FROM passages WHERE hash = ANY(%s)", (travel_hashes,)) == 0
+    )
+    assert_stats_consistent(db_url)
+
+
+def test_a_second_indexer_does_not_wait_when_asked_not_to(
+    make_app, vault_copy: Path, db_url: str
+) -> None:
+    from retriever.db import INDEX_LOCK_KEY
+
+    app = make_app(vault_copy)
+    with psycopg.connect(db_url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (INDEX_LOCK_KEY,))
+        report = app.index(wait_for_lock=False)
+        assert report.warnings == ["another indexer is running; skipped"]
+        assert report.files_seen == report.files_changed == 0
+        assert doc_paths(db_url) == set()
+        holder.execute("SELECT pg_advisory_unlock(%s)", (INDEX_LOCK_KEY,))
+    report = app.index(wait_for_lock=False)
+    assert report.files_changed == len(notes_on_disk(vault_copy))
+
+
+@pytest.mark.xfail(
+    reason="BUG: index_vault returns early (another indexer holds the lock) without "
+    "restoring autocommit=False on the pooled lock connection",
+    strict=True,
+)
+def test_skipped_run_returns_its_connection_to_the_pool_unchanged(
+    make_app, vault_copy: Path, db_url: str
+) -> None:
+    from retriever.db import INDEX_LOCK_KEY
+
+    app = make_app(vault_copy)
+    with psycopg.connect(db_url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (INDEX_LOCK_KEY,))
+        assert app.index(wait_for_lock=False).warnings
+        holder.execute("SELECT pg_advisory_unlock(%s)", (INDEX_LOCK_KEY,))
+    states = []
+    with app.db.connection() as a, app.db.connection() as b:
+        states = [a.autocommit, b.autocommit]
+    assert states == [False, False]
+
+
 def test_lexicon_stays_exact_through_edits_renames_deletes(
     make_app, vault_copy: Path, db_url: str, new_db_url, tmp_path: Path
 ) -> None:
@@ -755,7 +831,14 @@ def test_non_utf8_note_is_decoded_and_reported(make_app, vault_copy: Path, db_ur
     assert enc["odd.md"] == "latin-1"
     assert enc["cooking/Dashi.md"] == "utf-8"
     assert scalar(db_url, "SELECT title FROM documents WHERE path = 'cafe.md'") == "Café crème"
-    texts = [r[0] for r in query(db_url, "SELECT p.text FROM passages p JOIN chunks c ON c.passage_hash = p.hash JOIN documents d ON d.id = c.doc_id WHERE d.path = 'cafe.md'")]  # fmt: skip
+    texts = [
+        r[0]
+        for r in query(
+            db_url,
+            "SELECT p.text FROM passages p JOIN chunks c ON c.passage_hash = p.hash"
+            " JOIN documents d ON d.id = c.doc_id WHERE d.path = 'cafe.md'",
+        )
+    ]
     assert any("café crème du matin, « sans sucre »" in t for t in texts)
     hits = app.search("café crème", mode="lexical", fresh=False, graph=False).hits
     assert hits and hits[0].path == "cafe.md"
@@ -767,6 +850,7 @@ def test_non_utf8_note_is_decoded_and_reported(make_app, vault_copy: Path, db_ur
 @pytest.mark.xfail(
     reason="BUG: a NUL byte in a note reaches PostgreSQL text columns (DataError) and "
     "aborts the whole index run, every run",
+    raises=psycopg.DataError,
     strict=True,
 )
 def test_note_with_a_nul_byte_is_not_fatal(make_app, vault_copy: Path, db_url: str) -> None:
@@ -1035,7 +1119,7 @@ def test_kill_9_converges_to_a_clean_index(
     try:
         # 1. First run, parallel path, killed once the first batch is committed.
         attempt("write phase (first run)", lambda s, t: s["written"] > 0)
-        assert 0 < scalar(db_url, "SELECT count(*) FROM documents") < n  # type: ignore[operator]
+        assert scalar(db_url, "SELECT count(*) FROM documents")  # the first batch committed
         # 2. Killed while embedding.
         attempt("embed phase", lambda s, t: s["embeddings"] > 0)
         # 3. Change many notes, delete, rename, add; kill early, mid-write, mid-embed.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import re
 import secrets
@@ -614,6 +615,8 @@ def keep_cases() -> dict[str, str]:
         "prose_default_password": "The keyboard is the default input for password fields, always.",
         "xml_namespaced_value": '<sp:IssuedToken sp:IncludeToken="xs:anyURI">',
         "html_escaped_placeholder": 'Password="**&lt;_password_&gt;**"',
+        "masked_with_colon": 'password = ":****"',
+        "code_type_with_digits": "    private_key: PKCS7PrivateKeyTypes,",
         "config_max_tokens": "max_tokens: 4096",
         "config_min_length": "password_min_length: 12",
         "config_token_type": "token_type: Bearer",
@@ -711,12 +714,50 @@ def test_mixed_note() -> None:
     assert "The password must be rotated every 90 days." in out
 
 
+def test_every_case_in_one_note() -> None:
+    """All rules together: no interference, exact counts, idempotent, lines kept."""
+    lines, secrets_, expected = ["# Everything"], [], Counter()
+    for token in TOKENS.values():
+        value = token.make()
+        lines.append(f"- {value}")
+        secrets_.append(token.secret(value))
+        expected[token.kind] += 1
+    for case in CASES.values():
+        snippet, secret = fill(case)
+        lines += [snippet, "Some prose between the snippets."]
+        secrets_.append(secret)
+        expected[case.kind] += 1
+    block, block_lines = pem_block("OPENSSH " + PRIV)
+    lines.append(block)
+    expected["private_key"] += 1
+    assert_redacted("\n".join(lines) + "\n", secrets_ + block_lines, expected)
+
+
 def test_crlf_preserved() -> None:
     text, secrets_, expected = mixed_note("\r\n")
     out = assert_redacted(text, secrets_, expected)
     assert out.count("\r\n") == text.count("\r\n")
     assert out.count("\n") == text.count("\n")
     assert "\n" not in out.replace("\r\n", "")
+
+
+def test_unusual_line_breaks_preserved() -> None:
+    """Every break str.splitlines() knows survives, so any line numbering stays right."""
+    pw, key = password(), rand(32)
+    text = (
+        f"password: {pw}\u2028next\x0cform feed\x85nel\rold mac\r\n"
+        f"api_key: {key}\x0bvt\x1cfs\u2029para\n"
+    )
+    out = assert_redacted(text, [pw, key], Counter({"password": 1, "secret": 1}))
+    assert len(out.splitlines()) == len(text.splitlines())
+    assert out.startswith("password: [REDACTED:password]\u2028next\x0c")
+
+
+def test_log_records_hold_no_secret(caplog: pytest.LogCaptureFixture) -> None:
+    pw = password()
+    with caplog.at_level(logging.DEBUG, logger="retriever.redact"):
+        redact(f"DB_PASSWORD={pw}\n")
+    assert all(pw not in r.getMessage() for r in caplog.records)
 
 
 def test_empty_and_plain_text() -> None:

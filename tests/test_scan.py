@@ -74,13 +74,20 @@ def test_tool_folders_are_never_scanned(tmp_path: Path) -> None:
 def test_tool_folders_are_not_even_entered(tmp_path: Path) -> None:
     vault = tmp_path / "v"
     write(vault / "keep.md")
-    locked = vault / ".git"
-    write(locked / "x.md")
-    locked.chmod(0)  # entering it would log "cannot read folder" (or fail as root: no-op)
-    try:
-        assert paths(scan_vault(vault)) == ["keep.md"]
-    finally:
-        locked.chmod(0o755)
+    outside = tmp_path / "outside"
+    write(outside / "x.md")
+    # Entering these folders would report the escaping links inside them.
+    for name in ALWAYS_EXCLUDED_DIRS:
+        (vault / name).mkdir()
+        (vault / name / "escape").symlink_to(outside, target_is_directory=True)
+    (vault / "private").mkdir()
+    (vault / "private" / "escape").symlink_to(outside, target_is_directory=True)
+    (vault / ".indexignore").write_text("private/\n", encoding="utf-8")
+    (vault / "skipped").mkdir()
+    (vault / "skipped" / "escape").symlink_to(outside, target_is_directory=True)
+    report = scan_vault(vault, exclude=["skipped/"])
+    assert paths(report) == ["keep.md"]
+    assert report.skipped_escaping_links == []
 
 
 def test_indexignore_is_honoured(tmp_path: Path) -> None:
