@@ -84,6 +84,7 @@ class ParsedNote:
     chunks: list[Chunk]
     links: list[Link]
     frontmatter_error: str | None
+    title_source: str = "filename"  # "frontmatter" | "h1" | "filename"
 
 
 # One shared block-level parser: the inline core rule is off (we never use inline tokens, and
@@ -192,9 +193,11 @@ def parse_note(text: str, path: str, *, min_chars: int = 30, max_chars: int = 20
     blocks, code_ranges = _collect_blocks(tokens, lines, body_start)
 
     title = _scalar_str(lower_fm.get("title"))
+    title_source = "frontmatter"
     if not title:
         first_h1 = next((b.heading for b in blocks if b.kind == _HEADING and b.level == 1), "")
         title = first_h1 or _stem(path)
+        title_source = "h1" if first_h1 else "filename"
 
     chunks = _build_chunks(lines, blocks, title, min_chars, max_chars)
 
@@ -218,6 +221,7 @@ def parse_note(text: str, path: str, *, min_chars: int = 30, max_chars: int = 20
         created=_date_str(_first_present(lower_fm, "created", "date")),
         updated=_date_str(_first_present(lower_fm, "updated", "modified")),
         chunks=chunks,
+        title_source=title_source,
         links=links,
         frontmatter_error=fm_error,
     )

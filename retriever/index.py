@@ -142,6 +142,7 @@ def index_vault(
         else:
             row = lock_conn.execute("SELECT pg_try_advisory_lock(%s)", (INDEX_LOCK_KEY,)).fetchone()
             if not row or not row[0]:
+                lock_conn.autocommit = False
                 report.warnings.append("another indexer is running; skipped")
                 return report
         try:

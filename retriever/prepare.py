@@ -92,13 +92,10 @@ def embedding_input(context: str, text: str) -> str:
     return f"{context}\n\n{text}" if context else text
 
 
-def _stable_title(note_title: str, frontmatter: dict[str, object], path: str) -> str | None:
+def _stable_title(title: str, source: str) -> str | None:
     """The title when it lives in the file (frontmatter or H1), None when it is only the file
     name: a rename must not change what a passage is keyed by, or it would be re-embedded."""
-    if frontmatter.get("title"):
-        return note_title
-    stem = Path(path).name.removesuffix(".md")
-    return None if note_title.casefold() == stem.casefold() else note_title
+    return None if source == "filename" else title
 
 
 def prepare_text(
@@ -114,6 +111,10 @@ def prepare_text(
     warnings: list[str] = []
     if encoding != "utf-8":
         warnings.append(f"{path}: not valid UTF-8, decoded as {encoding}")
+    if "\x00" in text:
+        # PostgreSQL text cannot hold NUL; keep the note, mark the bytes, say so.
+        text = text.replace("\x00", "\ufffd")
+        warnings.append(f"{path}: NUL bytes replaced by U+FFFD")
     # Redact the whole note first (frontmatter and comments included): nothing unredacted
     # is parsed, stored or embedded. Line structure is preserved, so citations stay right.
     text, redactions = redact(text)
@@ -123,7 +124,7 @@ def prepare_text(
     title_text = " ".join([note.title, *note.aliases])
     tag_text = " ".join(note.tags)
     chunks: list[PreparedChunk] = []
-    stable_title = _stable_title(note.title, note.frontmatter, path)
+    stable_title = _stable_title(note.title, note.title_source)
     for chunk in note.chunks:
         normalised = normalise_passage(chunk.text)
         if not normalised.strip():

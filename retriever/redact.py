@@ -685,6 +685,9 @@ _TYPE_LIKE = re.compile(
     r"(?:[A-Z]{1,5}\d{0,3})?[A-Z][a-z]{1,15}(?:[A-Z][a-z]{2,15}){0,5}"
     r"(?:\d{1,6}(?:[A-Z][a-z]{2,15}){1,5})?"
 )
+_TYPE_ABBREVIATIONS = frozenset(
+    "Str Dsn Url Xml Sql Ssl Tls Jwt Src Ptr Ctx Cfg Msg Pwd Db Id Io Fn Rx Tx".split()
+)
 _UNION_NEXT = re.compile(r"[ \t]*\|")
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.\-/]*|[A-Za-z]:\\\S*")
 _FILE_EXT = re.compile(
@@ -820,12 +823,15 @@ class _Site:
 
 
 def _is_type_name(v: str) -> bool:
-    """CamelCase of real words: each word of four letters or more holds a vowel (acronyms
-    excepted)."""
+    """CamelCase of real words: each holds a vowel, bar acronyms and common abbreviations."""
     if not (_TYPE_LIKE.fullmatch(v) and _is_wordy(_DIGITS.sub("", v))):
         return False
     words = _CAMEL_WORD.findall(v)
-    return all(_VOWEL.search(w) for w in words if len(w) >= 4 and not w.isupper())
+    return all(
+        w in _TYPE_ABBREVIATIONS or _VOWEL.search(w)
+        for w in words
+        if len(w) >= 2 and not w.isupper()
+    )
 
 
 def _unquoted_is_literal(v: str, site: _Site) -> bool:

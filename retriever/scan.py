@@ -2,7 +2,8 @@
 
 Never enters ``.obsidian/``, ``.trash/``, ``.git/``, ``node_modules/``; honours a
 ``.indexignore`` (gitignore syntax) at the vault root and include/exclude globs; follows
-symlinks only while they stay inside the vault, and survives symlink loops.
+no symlink (one leaving the vault is reported; one inside it only duplicates a real path),
+so symlink loops cannot trap it.
 """
 
 from __future__ import annotations
@@ -87,17 +88,8 @@ def scan_vault(
         raise FileNotFoundError(f"vault folder not found: {vault}")
     filt = VaultFilter(root, include, exclude)
     report = ScanReport()
-    seen_dirs: set[tuple[int, int]] = set()
 
     def walk(real_dir: Path, rel_dir: str) -> Iterator[tuple[str, os.stat_result]]:
-        try:
-            st = real_dir.stat()
-        except OSError:
-            return
-        key = (st.st_dev, st.st_ino)
-        if key in seen_dirs:  # symlink loop or the same folder linked twice
-            return
-        seen_dirs.add(key)
         try:
             entries = list(os.scandir(real_dir))
         except OSError as exc:
@@ -106,17 +98,17 @@ def scan_vault(
         for entry in sorted(entries, key=lambda e: e.name):
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             try:
-                is_link = entry.is_symlink()
-                if is_link:
+                if entry.is_symlink():
+                    # Symlinks are never followed. One leaving the vault is refused and
+                    # reported; one inside it only duplicates a path the walk reaches anyway
+                    # (or points into an excluded folder), and skipping it makes loops moot.
                     target = Path(os.path.realpath(entry.path))
                     if not within(root, target):
                         report.skipped_escaping_links.append(rel)
-                        continue
-                    info = target.stat()
-                else:
-                    info = entry.stat(follow_symlinks=False)
+                    continue
+                info = entry.stat(follow_symlinks=False)
             except OSError:
-                continue  # dangling link or vanished file
+                continue  # vanished meanwhile
             if stat.S_ISDIR(info.st_mode):
                 if not filt.dir_excluded(rel):
                     yield from walk(Path(entry.path), rel)

@@ -597,12 +597,6 @@ def test_rename_reuses_passages_and_reresolves_links(
     assert ("Setup", "wiki", "homelab/Setup.md") in link_rows(db_url, "Inbox.md")
 
 
-@pytest.mark.xfail(
-    reason="BUG: prepare._stable_title drops the title from the passage context only when it "
-    "equals the file stem, so renaming a note titled by its H1 (# Inbox in Inbox.md) changes "
-    "every passage hash and re-embeds the whole note",
-    strict=True,
-)
 def test_rename_of_a_note_titled_by_its_h1_reuses_vectors(
     make_app, vault_copy: Path, db_url: str, model_dir: Path
 ) -> None:
@@ -711,11 +705,6 @@ def test_a_second_indexer_does_not_wait_when_asked_not_to(
     assert report.files_changed == len(notes_on_disk(vault_copy))
 
 
-@pytest.mark.xfail(
-    reason="BUG: index_vault returns early (another indexer holds the lock) without "
-    "restoring autocommit=False on the pooled lock connection",
-    strict=True,
-)
 def test_skipped_run_returns_its_connection_to_the_pool_unchanged(
     make_app, vault_copy: Path, db_url: str
 ) -> None:
@@ -847,12 +836,6 @@ def test_non_utf8_note_is_decoded_and_reported(make_app, vault_copy: Path, db_ur
     assert app.index().files_changed == 0
 
 
-@pytest.mark.xfail(
-    reason="BUG: a NUL byte in a note reaches PostgreSQL text columns (DataError) and "
-    "aborts the whole index run, every run",
-    raises=psycopg.DataError,
-    strict=True,
-)
 def test_note_with_a_nul_byte_is_not_fatal(make_app, vault_copy: Path, db_url: str) -> None:
     (vault_copy / "binary.md").write_bytes(b"# Binary\n\nhello\x00world and some more text\n")
     app = make_app(vault_copy)

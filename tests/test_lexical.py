@@ -66,7 +66,7 @@ NOTES = {
 }
 
 
-def test_bm25_matches_reference_implementation(make_app, tmp_path: Path) -> None:  # noqa: ANN001
+def test_bm25_matches_reference_implementation(make_app, tmp_path: Path) -> None:
     vault = tmp_path / "v"
     vault.mkdir()
     for name, body in NOTES.items():
@@ -95,7 +95,7 @@ def test_bm25_matches_reference_implementation(make_app, tmp_path: Path) -> None
         conn.commit()
 
 
-def test_bm25_pruning_is_exact(make_app, tmp_path: Path) -> None:  # noqa: ANN001
+def test_bm25_pruning_is_exact(make_app, tmp_path: Path) -> None:
     """With a tiny candidate cap the MaxScore pruning must still return the exact top-k."""
     vault = tmp_path / "v"
     vault.mkdir()

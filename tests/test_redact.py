@@ -66,8 +66,12 @@ def b64url(raw: bytes) -> str:
 
 
 def password() -> str:
-    # Symbols a developer's password holds, but none that ends an unquoted value.
-    return rand(1) + rand(14, ALNUM + "#%^+?@_-") + rand(1)
+    # Symbols a developer's password holds, but none that ends an unquoted value; one at
+    # least, as a policy would demand.
+    symbols = "#%^+?@_-"
+    middle = list(rand(13, ALNUM + symbols) + secrets.choice(symbols))
+    secrets.SystemRandom().shuffle(middle)
+    return rand(1) + "".join(middle) + rand(1)
 
 
 def jwt() -> str:

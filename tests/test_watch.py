@@ -39,7 +39,7 @@ def _eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
     raise AssertionError("the index did not follow the change in time")
 
 
-def test_watch_follows_changes(make_app, vault_copy: Path) -> None:  # noqa: ANN001
+def test_watch_follows_changes(make_app, vault_copy: Path) -> None:
     app = make_app(vault_copy)
     stop = threading.Event()
     reports: list[object] = []
