@@ -106,14 +106,16 @@ def hnsw_recall(app: Any, queries: list[str], n: int = 100) -> dict[str, Any]:
         qs = [v.tolist() for v in vectors]
         plan = conn.execute("EXPLAIN " + sql, (str(qs[0]),)).fetchall()
         out: dict[str, Any] = {"queries": len(qs), "index_used": name in str(plan)}
+        # prepare=False: a server-side prepared statement would keep the plan made under
+        # enable_indexscan=off (plans are not re-made when planner settings change).
         with conn.transaction():
             conn.execute("SET LOCAL enable_indexscan = off")
-            exact = [{r[0] for r in conn.execute(sql, (str(q),))} for q in qs]
+            exact = [{r[0] for r in conn.execute(sql, (str(q),), prepare=False)} for q in qs]
         for ef in (40, 100):
             with conn.transaction():
                 conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
                 t = time.perf_counter()
-                got = [{r[0] for r in conn.execute(sql, (str(q),))} for q in qs]
+                got = [{r[0] for r in conn.execute(sql, (str(q),), prepare=False)} for q in qs]
                 ms = (time.perf_counter() - t) * 1000 / len(qs)
             hits = sum(len(g & e) for g, e in zip(got, exact, strict=True))
             out[f"recall@{RECALL_K}_ef{ef}"] = round(hits / sum(len(e) for e in exact), 4)

@@ -379,6 +379,126 @@ def watch(
         api.close()
 
 
+hook_app = typer.Typer(
+    help="Claude Code hooks: JSON on stdout, always exit 0 (never block a session).",
+    no_args_is_help=True,
+)
+app.add_typer(hook_app, name="hook")
+
+VaultOpt = Annotated[
+    Path | None,
+    typer.Option("--vault", help="Vault folder (default: RETRIEVER_VAULT or the current folder)."),
+]
+
+
+@app.command()
+def health(
+    vault: VaultArg = None,
+    as_json: JsonOpt = False,
+    quiet: Annotated[
+        bool, typer.Option("-q", "--quiet", help="No output: the exit code is the answer.")
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds allowed for the database and the embedder.")
+    ] = 3.0,
+) -> None:
+    """Can retriever search? Exit 0 healthy, 1 degraded (works, not fully), 2 down."""
+    from healthcheck.cli import check, emit
+
+    try:
+        report = check(vault, timeout=max(0.5, timeout))
+    except Exception as exc:  # the checker itself broke: that is "down", said plainly
+        _fail(f"health check could not run: {type(exc).__name__}: {exc}", as_json)
+        return
+    emit(report, as_json=as_json, quiet=quiet)
+    raise typer.Exit(report.exit_code)
+
+
+@app.command()
+def mcp(
+    vault: VaultArg = None,
+    http: Annotated[
+        bool, typer.Option("--http", help="Serve streamable HTTP at /mcp instead of stdio.")
+    ] = False,
+    host: Annotated[
+        str,
+        typer.Option("--host", help="HTTP address; non-loopback needs RETRIEVER_ALLOW_REMOTE=1."),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="HTTP port.")] = 8765,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="RETRIEVER_MCP_TOKEN",
+            show_envvar=True,
+            help="Bearer token HTTP clients must send (prefer the environment variable).",
+        ),
+    ] = None,
+    print_config: Annotated[
+        bool,
+        typer.Option("--print-config", help="Print the URL, health and client config first."),
+    ] = False,
+) -> None:
+    """Serve the vault to AI agents over MCP (stdio by default; read-only tools)."""
+    from retriever.mcp_server import RemoteBindError, serve
+
+    try:
+        api = _app(vault)
+    except FileNotFoundError as exc:
+        _fail(str(exc), False)
+        return
+    if print_config:
+        _print_client_config(api, http=http, host=host, port=port, token=token)
+    try:
+        serve(api, http=http, host=host, port=port, token=token or None)
+    except RemoteBindError as exc:
+        _fail(str(exc), False)
+    finally:
+        api.close()
+
+
+def _print_client_config(api: Any, *, http: bool, host: str, port: int, token: str | None) -> None:
+    """What a newcomer pastes into their agent's config (on stderr: stdout may be MCP)."""
+    from healthcheck.checks import run_health
+
+    report = run_health(api)
+    vault = str(api.settings.resolved_vault())
+    err.print(f"[bold]health:[/bold] {report.verdict}")
+    for c in report.checks:
+        if c.status != "ok":
+            err.print(f"  {c.name}: {c.detail}" + (f" ({c.hint})" if c.hint else ""))
+    if http:
+        url = f"http://{host}:{port}/mcp"
+        err.print(f"[bold]MCP endpoint:[/bold] {url}")
+        entry: dict[str, Any] = {"type": "http", "url": url}
+        if token:
+            entry["headers"] = {"Authorization": "Bearer <your token>"}
+        err.print("Claude Code:  claude mcp add --transport http retriever " + url, soft_wrap=True)
+    else:
+        entry = {"command": sys.argv[0], "args": ["mcp"], "env": {"RETRIEVER_VAULT": vault}}
+    err.print("Cursor (.cursor/mcp.json) / Claude (.mcp.json):")
+    err.print(json.dumps({"mcpServers": {"retriever": entry}}, indent=2), markup=False)
+
+
+@hook_app.command("session-start")
+def hook_session_start(vault: VaultOpt = None) -> None:
+    """SessionStart: print the health summary as additionalContext."""
+    from retriever.hooks import run_session_start_hook
+
+    raise typer.Exit(run_session_start_hook(vault))
+
+
+@hook_app.command("prompt")
+def hook_prompt(
+    vault: VaultOpt = None,
+    budget: Annotated[int, typer.Option("--budget", help="Token budget of the context.")] = 600,
+) -> None:
+    """UserPromptSubmit: read the event on stdin, print a small cited context block or nothing."""
+    from retriever.hooks import run_prompt_hook
+
+    raise typer.Exit(run_prompt_hook(vault, budget_tokens=budget))
+
+
 @db_app.command("upgrade")
 def db_upgrade(as_json: JsonOpt = False) -> None:
     """Apply database migrations up to the latest revision."""

@@ -46,11 +46,12 @@ class Config:
 ABLATIONS = [
     Config("lexical", mode="lexical", graph=False),
     Config("semantic", mode="semantic", graph=False),
+    Config("hybrid-linear", fusion="linear", graph=False),
     Config("hybrid-rrf60", fusion="rrf", graph=False),
     Config("hybrid-rrf30", fusion="rrf30", graph=False),
     Config("hybrid-interleave", fusion="interleave", graph=False),
+    Config("hybrid-linear+graph", fusion="linear", graph=True),
     Config("hybrid-rrf60+graph", fusion="rrf", graph=True),
-    Config("hybrid-rrf30+graph", fusion="rrf30", graph=True),
 ]
 
 

@@ -368,10 +368,14 @@ class Searcher:
             graph_list = self._graph_arm(conn, scores, where, fparams)
             # A third ranked list: neighbours of the best hits, weighted below the direct arms.
             k = 30.0 if opts.fusion == "rrf30" else opts.rrf_k
-            if opts.fusion == "interleave":
-                k = 1.0 / max(scores.values()) - 1 if scores else k  # same scale as positions
-            for rank, cid in enumerate(graph_list, start=1):
-                scores[cid] = scores.get(cid, 0.0) + opts.graph_weight / (k + rank)
+            if opts.fusion in ("interleave", "linear"):
+                # Scores there are not RRF sums: scale the graph list to the best score.
+                top = max(scores.values())
+                for rank, cid in enumerate(graph_list, start=1):
+                    scores[cid] = scores.get(cid, 0.0) + opts.graph_weight * 0.25 * top / rank
+            else:
+                for rank, cid in enumerate(graph_list, start=1):
+                    scores[cid] = scores.get(cid, 0.0) + opts.graph_weight / (k + rank)
         return scores, graph_list
 
     def _lexical(

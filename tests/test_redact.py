@@ -111,7 +111,7 @@ class Token:
     secret: Callable[[str], str] = lambda token: token
 
 
-def _after_last_slash_of_prefix(prefix: str) -> Callable[[str], str]:
+def _path_after(prefix: str) -> Callable[[str], str]:
     return lambda url: url[len(prefix) :]
 
 
@@ -156,21 +156,13 @@ TOKENS: dict[str, Token] = {
     },
     "slack_webhook": Token(
         "slack_webhook",
-        lambda: (
-            SLACK_HOOK
-            + "T"
-            + rand(10, UPPER + DIGITS)
-            + "/B"
-            + rand(10, UPPER + DIGITS)
-            + "/"
-            + rand(24)
-        ),
-        _after_last_slash_of_prefix(SLACK_HOOK),
+        lambda: f"{SLACK_HOOK}T{rand(10, UPPER + DIGITS)}/B{rand(10, UPPER + DIGITS)}/{rand(24)}",
+        _path_after(SLACK_HOOK),
     ),
     "discord_webhook": Token(
         "discord_webhook",
         lambda: DISCORD_HOOK + digits(18) + "/" + rand(68, URLSAFE),
-        _after_last_slash_of_prefix(DISCORD_HOOK),
+        _path_after(DISCORD_HOOK),
     ),
     "discord_bot": Token("discord_token", discord_token),
     "twilio_api_key": Token("twilio", lambda: "S" + "K" + rand(32, HEX)),
