@@ -84,7 +84,7 @@ def time_configs(app: Any, ref: ReferenceIndex, queries: list[str], warmup: list
 
 
 def hnsw_recall(app: Any, queries: list[str], n: int = 100) -> dict[str, Any]:
-    """recall@30 of the HNSW index against an exact scan, at ef_search 40 and 100."""
+    """recall@30 of the HNSW index against an exact scan, at ef_search 40, 100 and 200."""
     embedder, error = app.embedder()
     if embedder is None:
         return {"skipped": f"no embedder: {error}"}
@@ -106,20 +106,20 @@ def hnsw_recall(app: Any, queries: list[str], n: int = 100) -> dict[str, Any]:
         qs = [v.tolist() for v in vectors]
         plan = conn.execute("EXPLAIN " + sql, (str(qs[0]),)).fetchall()
         out: dict[str, Any] = {"queries": len(qs), "index_used": name in str(plan)}
-        # prepare=False: a server-side prepared statement would keep the plan made under
-        # enable_indexscan=off (plans are not re-made when planner settings change).
-        with conn.transaction():
-            conn.execute("SET LOCAL enable_indexscan = off")
-            exact = [{r[0] for r in conn.execute(sql, (str(q),), prepare=False)} for q in qs]
-        for ef in (40, 100):
-            with conn.transaction():
-                conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
-                t = time.perf_counter()
-                got = [{r[0] for r in conn.execute(sql, (str(q),), prepare=False)} for q in qs]
-                ms = (time.perf_counter() - t) * 1000 / len(qs)
+        # Plain SET/RESET (SET LOCAL inside a savepoint would outlive it), and prepare=False:
+        # a prepared statement would keep a plan made under enable_indexscan=off.
+        conn.execute("SET enable_indexscan = off")
+        exact = [{r[0] for r in conn.execute(sql, (str(q),), prepare=False)} for q in qs]
+        conn.execute("RESET enable_indexscan")
+        for ef in (40, 100, 200):
+            conn.execute(f"SET hnsw.ef_search = {ef}")
+            t = time.perf_counter()
+            got = [{r[0] for r in conn.execute(sql, (str(q),), prepare=False)} for q in qs]
+            ms = (time.perf_counter() - t) * 1000 / len(qs)
             hits = sum(len(g & e) for g, e in zip(got, exact, strict=True))
             out[f"recall@{RECALL_K}_ef{ef}"] = round(hits / sum(len(e) for e in exact), 4)
             out[f"ms_per_query_ef{ef}"] = round(ms, 2)
+        conn.execute("RESET hnsw.ef_search")
         conn.commit()
     return out
 
