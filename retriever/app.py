@@ -175,6 +175,8 @@ class Retriever:
             bm25=BM25Params(self.settings.bm25_k1, self.settings.bm25_b),
             doc_weight=self.settings.doc_weight,
             semantic_weight=self.settings.semantic_weight,
+            absent_coverage=self.settings.absent_coverage,
+            absent_cosine=self.settings.absent_cosine,
             graph_weight=self.settings.graph_weight,
         )
         refreshed = 0

@@ -43,12 +43,16 @@ class Settings(BaseSettings):
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
 
-    fusion: str = Field(default="rrf", description="rrf | rrf30 | interleave (eval decides)")
+    fusion: str = Field(default="linear", description="linear | rrf | rrf30 | interleave")
     graph: bool = Field(default=True, description="Lift linked neighbours (random walk)")
-    graph_weight: float = 0.5
-    semantic_weight: float = Field(default=1.0, description="Weight of the semantic list in RRF")
+    graph_weight: float = 1.0
+    semantic_weight: float = Field(
+        default=0.5, description="Semantic weight relative to lexical (1.0)"
+    )
     doc_weight: float = Field(default=0.0, description="Weight of document-level BM25 in fusion")
     budget_tokens: int = 1200
+    absent_coverage: float = Field(default=0.4, description="likely_absent below this coverage")
+    absent_cosine: float = Field(default=0.7, description="... and below this best cosine")
 
     fresh_search: bool = Field(
         default=True, description="Re-index changed files before each search"

@@ -30,9 +30,11 @@ HARD_QUERY_LIMIT = 100_000  # longer than this is refused, not truncated
 MIN_BUDGET, MAX_BUDGET = 50, 20_000
 ARM_DEPTH = 50  # candidates per arm and query
 
-# Absence thresholds, calibrated on the eval's unanswerable cases (see README).
-ABSENT_COVERAGE = 0.5
-ABSENT_COSINE = 0.45
+# Absence thresholds, calibrated on the eval's unanswerable cases (test vault + Dendron,
+# m2v-minilm-256): flags 73% / 50% of them, 11% / 20% of answerable ones. The cosine one
+# depends on the model: recalibrate (RETRIEVER_ABSENT_COSINE) for another.
+ABSENT_COVERAGE = 0.4
+ABSENT_COSINE = 0.7
 
 _IDENTIFIER = re.compile(r"[a-z][A-Z]|\w_\w|\w\.\w|\d|::|->|\(\)")
 
@@ -45,11 +47,13 @@ class SearchInputError(ValueError):
 class SearchOptions:
     budget_tokens: int = 1200
     mode: str = "hybrid"
-    fusion: str = "rrf"
+    fusion: str = "linear"
     rrf_k: float = 60.0
     graph: bool = True
-    graph_weight: float = 0.5
-    semantic_weight: float = 1.0
+    graph_weight: float = 1.0
+    semantic_weight: float = 0.5
+    absent_coverage: float = ABSENT_COVERAGE
+    absent_cosine: float = ABSENT_COSINE
     doc_weight: float = 0.0  # weight of the document-level BM25 list (eval: no gain)
     folder: str | None = None
     tags: list[str] | None = None
@@ -327,7 +331,7 @@ class Searcher:
             )
         best_cos = max(cosine.values()) if cosine else None
         likely_absent = not hits or (
-            coverage < ABSENT_COVERAGE and (best_cos is None or best_cos < ABSENT_COSINE)
+            coverage < opts.absent_coverage and (best_cos is None or best_cos < opts.absent_cosine)
         )
         used = sum(h.tokens for h in hits)
         result = SearchResult(
