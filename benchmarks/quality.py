@@ -64,11 +64,11 @@ def our_ranking(app: Any, query: str, mode: str) -> list[str]:
 def evaluate(rank: Any, queries: dict[str, str], qrels: list[Any]) -> dict[str, dict[str, float]]:
     out = {}
     for mode in MODES:
-        run = []
-        for qid, text in queries.items():
-            # A query with no result still counts (as 0): pytrec_eval skips absent queries.
-            ranked = rank(text, mode) or ["(nothing)"]
-            run += [ir_measures.ScoredDoc(qid, p, float(DEPTH - i)) for i, p in enumerate(ranked)]
+        run = [  # a judged query missing from the run counts as 0 in ir_measures
+            ir_measures.ScoredDoc(qid, path, float(DEPTH - i))
+            for qid, text in queries.items()
+            for i, path in enumerate(rank(text, mode))
+        ]
         scores = ir_measures.calc_aggregate(MEASURES, qrels, run)
         out[mode] = {str(m): round(float(scores.get(m, 0.0)), 4) for m in MEASURES}
     return out

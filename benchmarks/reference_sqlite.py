@@ -34,8 +34,13 @@ def _sqlite() -> Any:
 
     if hasattr(sqlite3.Connection, "enable_load_extension"):
         return sqlite3
-    from pysqlite3 import dbapi2  # type: ignore[import-not-found]
-
+    try:
+        from pysqlite3 import dbapi2  # type: ignore[import-not-found]
+    except ImportError as exc:
+        raise RuntimeError(
+            "this Python's sqlite3 cannot load extensions (sqlite-vec): "
+            "pip install pysqlite3-binary"
+        ) from exc
     return dbapi2
 
 

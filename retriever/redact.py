@@ -15,10 +15,13 @@ Guarantees the indexer relies on:
   quantifiers are bounded where they could backtrack, and each rule is skipped unless a
   cheap substring hint occurs in the text.
 
-Kinds: see :data:`KINDS`. Deliberately not covered (too ambiguous without a key name):
-bare high-entropy strings in prose, passphrases made of plain words, the Twilio account
-SID itself (an identifier; its auth token is redacted), AWS pre-signed URL signatures
-(hex, short-lived) and secrets split across lines other than PEM blocks.
+Kinds: see :data:`KINDS`. Deliberately not covered: bare high-entropy strings with no
+credential-like key or vendor prefix (prose, tables); passphrases made of plain words
+(``"correct horse battery staple"``) and plain words where the syntax reads as code
+(``password = tiger`` with spaces is a variable; ``DB_PASSWORD=tiger`` is redacted); hex
+and UUID values under ambiguous keys (``key``, ``signature``: hashes and ids); the Twilio
+account SID (an identifier; its auth token is redacted); AWS pre-signed URL signatures;
+secrets split across lines other than PEM blocks.
 
 The module never logs or raises with a secret value; callers log kinds and file names.
 """
@@ -38,7 +41,7 @@ from functools import lru_cache
 log = logging.getLogger(__name__)
 
 # Bump whenever a rule changes: stored text redacted by an older version must be re-indexed.
-REDACTOR_VERSION = "1"
+REDACTOR_VERSION = "2"
 
 KINDS: tuple[str, ...] = (
     "private_key",
