@@ -281,15 +281,15 @@ def _rule(
     )
 
 
-def _has_hint(text: str, hints: tuple[str, ...], ci: bool) -> bool:
+def _has_hint(text: str, hints: tuple[str, ...], ci: bool, low: str | None = None) -> bool:
     if ci:
-        low = text.lower()
+        low = text.lower() if low is None else low
         return any(h in low for h in hints)
     return any(h in text for h in hints)
 
 
-def _apply_rule(rule: _Rule, text: str, counts: Counter[str]) -> str:
-    if not _has_hint(text, rule.hints, rule.hints_ci):
+def _apply_rule(rule: _Rule, text: str, counts: Counter[str], low: str | None = None) -> str:
+    if not _has_hint(text, rule.hints, rule.hints_ci, low):
         return text
     edits: list[_Edit] = []
     for m in rule.regex.finditer(text):
@@ -907,13 +907,46 @@ def _separator(m: re.Match[str]) -> str:
     return m.group("sep") or ""
 
 
+_KEY_HINT_WORDS = tuple(_KEY_HINT.pattern.removeprefix("(?i)").split("|"))
+
+
+def _hint_lines(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each line holding a credential-ish word: only there can a key match.
+    Found with str.find on the lowered text (C speed; a case-insensitive regex is not)."""
+    low = text.lower()
+    starts: set[int] = set()
+    for word in _KEY_HINT_WORDS:
+        i = low.find(word)
+        while i >= 0:
+            start = low.rfind("\n", 0, i) + 1
+            starts.add(start)
+            end = low.find("\n", i)
+            if end < 0:
+                break
+            i = low.find(word, end)  # the rest of this line is covered already
+    spans = []
+    for start in sorted(starts):
+        end = text.find("\n", start)
+        spans.append((start, len(text) if end < 0 else end))
+    return spans
+
+
 def _redact_assignments(text: str, counts: Counter[str]) -> str:
     edits: list[_Edit] = []
     pos = 0
-    while True:
-        m = _ASSIGN_RE.search(text, pos)
+    lines = _hint_lines(text)
+    line = 0
+    while line < len(lines):
+        line_start, line_end = lines[line]
+        if pos >= line_end:
+            line += 1
+            continue
+        # Keys and separators never span lines, so the search is bounded by the line; the
+        # value is still read from the whole text.
+        m = _ASSIGN_RE.search(text, max(pos, line_start), line_end)
         if m is None:
-            break
+            line += 1
+            continue
         # Resume right after the key: what followed may hold the real assignment
         # (`$env:API_KEY = ...` first matches key `env` with an "annotation").
         pos = m.end("key")
@@ -976,10 +1009,11 @@ def redact(text: str) -> tuple[str, Counter[str]]:
     if not text:
         return text, counts
     text = _redact_pem(text, counts)
-    for rule in _VENDOR_RULES:
-        text = _apply_rule(rule, text, counts)
-    for rule in _HEADER_RULES:
-        text = _apply_rule(rule, text, counts)
+    low = text.lower()  # shared by every rule's case-insensitive pre-check
+    for rule in (*_VENDOR_RULES, *_HEADER_RULES):
+        new = _apply_rule(rule, text, counts, low)
+        if new is not text:
+            text, low = new, new.lower()
     text = _redact_scoped(text, counts)
     text = _redact_assignments(text, counts)
     if counts:
