@@ -71,6 +71,7 @@ class IndexReport:
     skipped: list[str] = field(default_factory=list)
     interrupted: bool = False
     seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per stage
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -169,6 +170,14 @@ def _run(
     progress: ProgressFn | None,
     halt: threading.Event,
 ) -> None:
+    clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        report.phases[name] = round(report.phases.get(name, 0.0) + now - clock, 3)
+        clock = now
+
     scan = scan_vault(
         vault, include=settings.include, exclude=settings.exclude, max_bytes=settings.max_file_bytes
     )
@@ -203,15 +212,19 @@ def _run(
                 report.chunks_removed += store.delete_documents(conn, deleted)
                 store.set_meta(conn, "links_pending", True)
             report.files_deleted = len(deleted)
+        lap("scan")
         _write_changes(conn, jobs, report, progress, halt, structure_changed)
+        lap("prepare_write")
         if not halt.is_set():
             _resolve_links(conn, report, force=structure_changed)
+        lap("links")
         with conn.transaction():
             report.passages_collected = store.gc_passages(conn)
             if not halt.is_set():
                 store.set_meta(conn, "pipeline_version", PIPELINE_VERSION)
             store.set_meta(conn, "last_index", {"at": time.time(), "vault": str(vault)})
         conn.commit()
+        lap("gc")
 
         report.model = embedder.model_id if embedder else None
         report.embed_error = embed_error
@@ -220,6 +233,7 @@ def _run(
         model = store.model_row(conn, embedder.fingerprint) if embedder else None
         report.passages_pending = store.count_pending(conn, model[0] if model else None)
         conn.commit()
+        lap("embed")
     report.interrupted = halt.is_set()
 
 
