@@ -52,7 +52,23 @@ def start_embedded(home: Path) -> str:
                 f"could not start the embedded PostgreSQL in {datadir}: {type(exc).__name__}: {exc}"
             ) from exc
         _embedded[datadir] = server
-        return str(server.get_uri())
+        uri = str(server.get_uri())
+        _tune_embedded(uri)
+        return uri
+
+
+def _tune_embedded(uri: str) -> None:
+    """Our own server, our own settings: keep WAL small (a full index otherwise leaves ~1 GB
+    of it on a laptop disk). Applied once; reloadable, no restart."""
+    try:
+        with psycopg.connect(uri, autocommit=True) as conn:
+            row = conn.execute("SELECT current_setting('max_wal_size')").fetchone()
+            if row and row[0] != "256MB":
+                conn.execute("ALTER SYSTEM SET max_wal_size = '256MB'")
+                conn.execute("ALTER SYSTEM SET min_wal_size = '32MB'")
+                conn.execute("SELECT pg_reload_conf()")
+    except psycopg.Error as exc:  # tuning is optional; never block start-up on it
+        log.info("could not tune the embedded server: %s", exc)
 
 
 def resolve_url(database_url: str | None, home: Path) -> str:

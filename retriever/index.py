@@ -207,16 +207,21 @@ def _run(
 
     structure_changed = bool(deleted) or any(j.path not in states for j in jobs)
     with db.connection() as conn:
+        # A run that died after writing notes left this set: its links need resolving.
+        resolve_all = structure_changed or bool(store.get_meta(conn, "links_pending", False))
+        conn.commit()
         if deleted:
             with conn.transaction():
                 report.chunks_removed += store.delete_documents(conn, deleted)
                 store.set_meta(conn, "links_pending", True)
             report.files_deleted = len(deleted)
         lap("scan")
-        _write_changes(conn, jobs, report, progress, halt, structure_changed)
+        written, aliases_changed = _write_changes(conn, jobs, report, progress, halt)
         lap("prepare_write")
-        if not halt.is_set():
-            _resolve_links(conn, report, force=structure_changed)
+        if not halt.is_set() and (resolve_all or aliases_changed or written):
+            # Renames, deletions and alias edits can change any link's target; an edit
+            # alone only changes the edited notes' own links.
+            _resolve_links(conn, report, None if resolve_all or aliases_changed else written)
         lap("links")
         with conn.transaction():
             report.passages_collected = store.gc_passages(conn)
@@ -243,21 +248,27 @@ def _write_changes(
     report: IndexReport,
     progress: ProgressFn | None,
     halt: threading.Event,
-    structure_changed: bool,
-) -> None:
+) -> tuple[list[str], bool]:
+    """Prepare and write changed notes; returns (paths written, whether aliases changed)."""
     redactions: Counter[str] = Counter()
     batch: list[PreparedDoc] = []
     touched: list[tuple[str, int, int]] = []
     done = 0
 
+    written: list[str] = []
+    aliases_changed = False
+
     def flush() -> None:
+        nonlocal aliases_changed
         if not batch and not touched:
             return
         with conn.transaction():
             # Writers of this run are serialised by the advisory lock; async commit is safe
             # because files are the truth: a lost commit is simply re-indexed next run.
             conn.execute("SET LOCAL synchronous_commit = off")
+            aliases_changed |= store.aliases_differ(conn, batch)
             added, removed = store.write_documents(conn, batch)
+            written.extend(d.path for d in batch)
             store.touch_documents(conn, touched)
             if batch:
                 store.set_meta(conn, "links_pending", True)
@@ -288,20 +299,24 @@ def _write_changes(
             break
     flush()
     report.redactions = dict(sorted(redactions.items()))
+    return written, aliases_changed
 
 
-def _resolve_links(conn: psycopg.Connection, report: IndexReport, *, force: bool) -> None:
-    """Resolve links the way Obsidian does, against the current set of notes and aliases."""
-    pending = store.get_meta(conn, "links_pending", False)
-    if not pending and not force:
-        return
+def _resolve_links(
+    conn: psycopg.Connection, report: IndexReport, only_paths: list[str] | None
+) -> None:
+    """Resolve links the way Obsidian does, against the current set of notes and aliases:
+    every link, or only those of ``only_paths`` (notes whose text changed)."""
     docs = conn.execute("SELECT id, path, aliases FROM documents").fetchall()
     resolver = LinkResolver([d[1] for d in docs], {d[1]: d[2] for d in docs if d[2]})
     paths = {d[0]: d[1] for d in docs}
     ids = {d[1]: d[0] for d in docs}
-    rows = conn.execute(
-        "SELECT ctid::text, doc_id, target, anchor, alias, kind, line, resolved FROM links"
-    ).fetchall()
+    query = "SELECT ctid::text, doc_id, target, anchor, alias, kind, line, resolved FROM links"
+    if only_paths is None:
+        rows = conn.execute(query).fetchall()
+    else:
+        only = [ids[p] for p in only_paths if p in ids]
+        rows = conn.execute(query + " WHERE doc_id = ANY(%s)", (only,)).fetchall()
     updates: list[tuple[str, int | None]] = []
     resolved = unresolved = 0
     for ctid, doc_id, target, anchor, alias, kind, line, current in rows:
@@ -344,16 +359,21 @@ def _embed_pending(
         store.set_meta(conn, "model", {"fingerprint": embedder.fingerprint,
                                        "model_id": embedder.model_id,
                                        "dim": embedder.dimension})  # fmt: skip
-    total = store.count_pending(conn, model)
+    pending = store.pending_hashes(conn, model)
     conn.commit()
+    total = len(pending)
     refused: list[bytes] = []
     done = 0
-    while not halt.is_set():
-        rows = store.pending_passages(conn, model, limit=batch_size, exclude=refused)
+    for start in range(0, total, batch_size):
+        if halt.is_set():
+            break
+        rows = store.passage_inputs(conn, pending[start : start + batch_size])
         conn.commit()
         if not rows:
-            break
+            continue
         hashes, vectors = _embed_rows(embedder, rows, refused, report)
+        if report.embed_error:  # the embedder went away: the rest stays pending
+            break
         if hashes:
             with conn.transaction():
                 conn.execute("SET LOCAL synchronous_commit = off")

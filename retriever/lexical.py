@@ -254,6 +254,7 @@ def bm25_search(
     extra_sql: str = "",
     extra_params: dict[str, object] | None = None,
     candidate_cap: int = 4000,
+    widen_cap: int = 20_000,
 ) -> list[tuple[int, float]]:
     """Exact top-``limit`` Okapi BM25 over chunks (or documents: ``level="document"``
     returns document ids), scored in SQL.
@@ -308,5 +309,10 @@ def bm25_search(
                 total += bound[term]
                 skipped.add(term)
             essential = [t for t in ordered if t not in skipped]
-            rows = conn.execute(sql, {**base, "essential": essential}).fetchall()
+            # Bounded for latency: when the terms that could still matter are so common
+            # that scoring their postings would cost hundreds of ms, keep the first pass
+            # (its scores are exact; only passages holding nothing but very common query
+            # words may be missing from the top).
+            if sum(dfs[t] for t in essential) <= widen_cap:
+                rows = conn.execute(sql, {**base, "essential": essential}).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]

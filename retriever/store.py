@@ -102,6 +102,16 @@ def _apply(conn: psycopg.Connection, deltas: _Deltas) -> None:
     )
 
 
+def aliases_differ(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> bool:
+    """Whether writing ``docs`` changes any note's aliases (links may then resolve anew)."""
+    old = dict(
+        conn.execute(
+            "SELECT path, aliases FROM documents WHERE path = ANY(%s)", ([d.path for d in docs],)
+        ).fetchall()
+    )
+    return any(list(old.get(d.path) or []) != list(d.aliases) for d in docs)
+
+
 def text_array_literal(items: Sequence[str]) -> str:
     """A Postgres array literal, built directly: psycopg's generic list dumper is the slowest
     part of a big COPY. Every element is double-quoted, with quotes and backslashes escaped."""
@@ -123,33 +133,41 @@ def write_documents(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> tu
 
     ids: dict[str, int] = {}
     with conn.cursor() as cur:
-        for d in docs:
-            cur.execute(
-                """
-                INSERT INTO documents (path, size, mtime_ns, sha256, title, frontmatter, tags,
-                    aliases, note_type, created, updated, encoding, indexed_at)
-                VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, now())
-                ON CONFLICT (path) DO UPDATE SET size = excluded.size,
-                    mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256,
-                    title = excluded.title, frontmatter = excluded.frontmatter,
-                    tags = excluded.tags, aliases = excluded.aliases,
-                    note_type = excluded.note_type, created = excluded.created,
-                    updated = excluded.updated, encoding = excluded.encoding,
-                    indexed_at = now()
-                RETURNING id
-                """,
+        # One pipelined round trip for the whole batch, not one per note.
+        cur.executemany(
+            """
+            INSERT INTO documents (path, size, mtime_ns, sha256, title, frontmatter, tags,
+                aliases, note_type, created, updated, encoding, indexed_at)
+            VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, now())
+            ON CONFLICT (path) DO UPDATE SET size = excluded.size,
+                mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256,
+                title = excluded.title, frontmatter = excluded.frontmatter,
+                tags = excluded.tags, aliases = excluded.aliases,
+                note_type = excluded.note_type, created = excluded.created,
+                updated = excluded.updated, encoding = excluded.encoding,
+                indexed_at = now()
+            RETURNING id, path
+            """,
+            [
                 (
                     d.path, d.size, d.mtime_ns, d.sha256, d.title,
                     json.dumps(d.frontmatter, default=str), d.tags, d.aliases, d.note_type,
                     d.created, d.updated, d.encoding,
-                ),
-            )  # fmt: skip
+                )
+                for d in docs
+            ],
+            returning=True,
+        )  # fmt: skip
+        while True:
             row = cur.fetchone()
-            assert row is not None
-            ids[d.path] = int(row[0])
-            deltas.n_docs += 1
-            for t in {t for c in d.chunks for t in c.terms}:
-                deltas.ddf[t] += 1
+            if row is not None:
+                ids[row[1]] = int(row[0])
+            if not cur.nextset():
+                break
+    for d in docs:
+        deltas.n_docs += 1
+        for t in {t for c in d.chunks for t in c.terms}:
+            deltas.ddf[t] += 1
 
     passages: dict[bytes, tuple[str, str, int]] = {}
     for d in docs:
@@ -265,19 +283,21 @@ def model_row(conn: psycopg.Connection, fingerprint: str) -> tuple[int, int] | N
     return (int(row[0]), int(row[1])) if row else None
 
 
-def pending_passages(
-    conn: psycopg.Connection, model: int, *, limit: int, exclude: Sequence[bytes] = ()
-) -> list[tuple[bytes, str]]:
+def pending_hashes(conn: psycopg.Connection, model: int) -> list[bytes]:
+    """Hashes of passages with no vector for ``model`` (one anti-join for the whole run)."""
     rows = conn.execute(
-        """
-        SELECT p.hash, p.context, p.text FROM passages p
-        WHERE NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = %s AND e.hash = p.hash)
-          AND NOT (p.hash = ANY(%s::bytea[]))
-        LIMIT %s
-        """,
-        (model, list(exclude), limit),
+        "SELECT p.hash FROM passages p WHERE NOT EXISTS "
+        "(SELECT 1 FROM embeddings e WHERE e.model = %s AND e.hash = p.hash) ORDER BY p.hash",
+        (model,),
     ).fetchall()
-    # The embedder sees the heading context with the text (see prepare.embedding_input).
+    return [bytes(r[0]) for r in rows]
+
+
+def passage_inputs(conn: psycopg.Connection, hashes: Sequence[bytes]) -> list[tuple[bytes, str]]:
+    """What the embedder sees for each hash: heading context + text (see embedding_input)."""
+    rows = conn.execute(
+        "SELECT hash, context, text FROM passages WHERE hash = ANY(%s)", (list(hashes),)
+    ).fetchall()
     return [(bytes(r[0]), embedding_input(r[1], r[2])) for r in rows]
 
 

@@ -10,6 +10,8 @@ from pgvector import HalfVector
 
 from retriever.embed import Embedder
 
+EF_SEARCH = 200  # recall@30 vs exact: 0.955 at 200 (0.935 at 100) on win32-17k
+
 
 class QueryVectorCache:
     """Small LRU of query vectors: agents often repeat or rephrase the same question."""
@@ -47,10 +49,13 @@ def vector_search(
     """(chunk id, cosine similarity) best first. Uses the model's HNSW index when present
     (the ORDER BY expression matches the index expression), else an exact scan."""
     d = int(dim)
-    ef_search = max(40, min(1000, limit * 2))
-    conn.execute(f"SET hnsw.ef_search = {ef_search}")
-    # With filters, keep walking the graph until enough rows survive them.
-    conn.execute("SET hnsw.iterative_scan = relaxed_order")
+    # Transaction-local settings (one round trip): a wider beam for recall, and with filters
+    # keep walking the graph until enough rows survive them. They end with the transaction,
+    # so nothing leaks to the next user of the pooled connection.
+    conn.execute(
+        "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
+        (str(max(EF_SEARCH, limit * 2)), "relaxed_order" if doc_filter else "off"),
+    )
     rows = conn.execute(
         f"""
         WITH nearest AS (
