@@ -224,7 +224,8 @@ def _run(
             _resolve_links(conn, report, None if resolve_all or aliases_changed else written)
         lap("links")
         with conn.transaction():
-            report.passages_collected = store.gc_passages(conn)
+            if written or deleted or resolve_all:  # only then can a passage be orphaned
+                report.passages_collected = store.gc_passages(conn)
             if not halt.is_set():
                 store.set_meta(conn, "pipeline_version", PIPELINE_VERSION)
             store.set_meta(conn, "last_index", {"at": time.time(), "vault": str(vault)})
@@ -234,9 +235,12 @@ def _run(
         report.model = embedder.model_id if embedder else None
         report.embed_error = embed_error
         if embedder is not None and not halt.is_set():
-            _embed_pending(conn, embedder, report, progress, halt, settings.embed_batch)
-        model = store.model_row(conn, embedder.fingerprint) if embedder else None
-        report.passages_pending = store.count_pending(conn, model[0] if model else None)
+            report.passages_pending = _embed_pending(
+                conn, embedder, report, progress, halt, settings.embed_batch
+            )
+        else:
+            model = store.model_row(conn, embedder.fingerprint) if embedder else None
+            report.passages_pending = store.count_pending(conn, model[0] if model else None)
         conn.commit()
         lap("embed")
     report.interrupted = halt.is_set()
@@ -351,7 +355,8 @@ def _embed_pending(
     progress: ProgressFn | None,
     halt: threading.Event,
     batch_size: int,
-) -> None:
+) -> int:
+    """Embed every passage that has no vector for this model; returns how many still lack one."""
     with conn.transaction():
         model = store.ensure_model(
             conn, embedder.fingerprint, embedder.model_id, embedder.dimension
@@ -384,6 +389,7 @@ def _embed_pending(
             progress("embed", done, total)
     report.vectors_refused = len(refused)
     _ensure_vector_index(conn, model, embedder.dimension)
+    return total - report.passages_embedded
 
 
 def _embed_rows(
