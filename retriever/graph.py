@@ -20,11 +20,9 @@ class LinkGraph:
         self._lock = threading.Lock()
 
     def get(self, conn: psycopg.Connection) -> nx.Graph:
-        row = conn.execute(
-            "SELECT (SELECT value FROM meta WHERE key = 'last_index'),"
-            " (SELECT count(*) FROM links WHERE resolved IS NOT NULL)"
-        ).fetchone()
-        generation = tuple(row) if row else None
+        # Every index run stamps meta.last_index: reload the graph only after one.
+        row = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()
+        generation = str(row[0]) if row else None
         with self._lock:
             if generation != self._generation:
                 self._graph = load_graph(conn)

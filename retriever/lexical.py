@@ -179,11 +179,11 @@ FROM {table} t
 CROSS JOIN LATERAL (
     SELECT sum(q.w * x.tf * (%(k1)s + 1) / (x.tf + %(k1)s * (1 - %(b)s + %(b)s * t.len / %(avg)s)))
            AS score
-    FROM unnest(%(terms)s::text[], %(weights)s::float8[]) AS q(term, w)
+    FROM unnest(%(terms)s::int[], %(weights)s::float8[]) AS q(term, w)
     CROSS JOIN LATERAL (SELECT t.tfs[array_position(t.terms, q.term)] AS tf) x
     WHERE x.tf IS NOT NULL
 ) s
-WHERE t.terms && %(essential)s::text[] {extra}
+WHERE t.terms && %(essential)s::int[] {extra}
 ORDER BY s.score DESC, t.{key}
 LIMIT %(limit)s
 """
@@ -192,8 +192,8 @@ LIMIT %(limit)s
 # Document-level BM25: a note is the concatenation of its chunks, so its term frequencies
 # and length are sums over them (no second copy of the lexical data is stored).
 _DOC_SCORE_SQL = """
-WITH q(term, w) AS (SELECT * FROM unnest(%(terms)s::text[], %(weights)s::float8[])),
-cand AS (SELECT DISTINCT t.doc_id FROM chunks t WHERE t.terms && %(essential)s::text[] {extra}),
+WITH q(term, w) AS (SELECT * FROM unnest(%(terms)s::int[], %(weights)s::float8[])),
+cand AS (SELECT DISTINCT t.doc_id FROM chunks t WHERE t.terms && %(essential)s::int[] {extra}),
 tf AS (
     SELECT c.doc_id, q.w, sum(c.tfs[array_position(c.terms, q.term)]) AS tf
     FROM chunks c JOIN cand USING (doc_id) JOIN q ON q.term = ANY(c.terms)
@@ -228,20 +228,29 @@ def collection_stats(
     conn: psycopg.Connection, terms: Sequence[str], *, level: str = "chunk"
 ) -> tuple[float, float, dict[str, int]]:
     """(N, average length, df per term) for chunk- or document-level BM25."""
+    n, avg, found = _stats(conn, terms, level)
+    return n, avg, {t: df for t, (_, df) in found.items()}
+
+
+def _stats(
+    conn: psycopg.Connection, terms: Sequence[str], level: str
+) -> tuple[float, float, dict[str, tuple[int, int]]]:
+    """(N, average length, term -> (lexicon id, df))."""
     row = conn.execute(
         "SELECT n_chunks, sum_len, n_docs, sum_doc_len FROM lex_stats WHERE id = 1"
     ).fetchone()
     assert row is not None
     n, total = (row[0], row[1]) if level == "chunk" else (row[2], row[3])
     column = "df" if level == "chunk" else "ddf"
-    dfs = dict(
-        conn.execute(
-            f"SELECT term, {column} FROM lexicon WHERE term = ANY(%s) AND {column} > 0",
+    found = {
+        r[0]: (int(r[1]), int(r[2]))
+        for r in conn.execute(
+            f"SELECT term, id, {column} FROM lexicon WHERE term = ANY(%s) AND {column} > 0",
             (list(terms),),
         ).fetchall()
-    )
+    }
     avg = (total / n) if n else 1.0
-    return float(n), float(avg or 1.0), dfs
+    return float(n), float(avg or 1.0), found
 
 
 def bm25_search(
@@ -265,7 +274,8 @@ def bm25_search(
     """
     if not query or limit <= 0:
         return []
-    n, avg, dfs = collection_stats(conn, list(query), level=level)
+    n, avg, found = _stats(conn, list(query), level)
+    dfs = {t: df for t, (_, df) in found.items()}
     present = [t for t in query if t in dfs]
     if not present or n == 0:
         return []
@@ -281,7 +291,7 @@ def bm25_search(
         "k1": params.k1,
         "b": params.b,
         "avg": avg,
-        "terms": present,
+        "terms": [found[t][0] for t in present],
         "weights": [weights[t] for t in present],
         "limit": limit,
         **(extra_params or {}),
@@ -294,7 +304,7 @@ def bm25_search(
             break
         essential.append(term)
         budget += dfs[term]
-    rows = conn.execute(sql, {**base, "essential": essential}).fetchall()
+    rows = conn.execute(sql, {**base, "essential": [found[t][0] for t in essential]}).fetchall()
     rest = [t for t in ordered if t not in essential]
     if rest:
         # Exact unless a passage holding only the left-out (common) terms could still beat
@@ -314,5 +324,6 @@ def bm25_search(
             # (its scores are exact; only passages holding nothing but very common query
             # words may be missing from the top).
             if sum(dfs[t] for t in essential) <= widen_cap:
-                rows = conn.execute(sql, {**base, "essential": essential}).fetchall()
+                ids = [found[t][0] for t in essential]
+                rows = conn.execute(sql, {**base, "essential": ids}).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]

@@ -212,7 +212,6 @@ class _ChunkRow:
     text: str
     tokens: int
     hash: bytes
-    terms: list[str]
     size: int
     mtime_ns: int
 
@@ -221,15 +220,15 @@ def _fetch_chunks(conn: psycopg.Connection, ids: Sequence[int]) -> dict[int, _Ch
     rows = conn.execute(
         """
         SELECT c.id, c.doc_id, d.path, d.title, c.heading_trail, c.start_line, c.end_line,
-               c.content_type, p.text, p.tokens, c.passage_hash, c.terms, d.size, d.mtime_ns
+               c.content_type, p.text, p.tokens, c.passage_hash, d.size, d.mtime_ns
         FROM chunks c JOIN documents d ON d.id = c.doc_id JOIN passages p ON p.hash = c.passage_hash
         WHERE c.id = ANY(%s)
         """,
         (list(ids),),
     ).fetchall()
     return {int(r[0]): _ChunkRow(int(r[0]), int(r[1]), r[2], r[3], list(r[4]), int(r[5]), int(r[6]),
-                                 r[7], r[8], int(r[9]), bytes(r[10]), list(r[11]), int(r[12]),
-                                 int(r[13])) for r in rows}  # fmt: skip
+                                 r[7], r[8], int(r[9]), bytes(r[10]), int(r[11]),
+                                 int(r[12])) for r in rows}  # fmt: skip
 
 
 class Searcher:
@@ -325,7 +324,7 @@ class Searcher:
         all_terms = set().union(*qterms) if qterms else set()
         coverage = 0.0
         if ranked_ids and all_terms:
-            best_terms = set(rows[ranked_ids[0]].terms)
+            best_terms = _chunk_terms(conn, ranked_ids[0])
             coverage = max(
                 (len(set(t) & best_terms) / len(set(t)) for t in qterms if t), default=0.0
             )
@@ -503,6 +502,16 @@ class Searcher:
                 )
             )  # fmt: skip
         return hits, ranked_paths
+
+
+def _chunk_terms(conn: psycopg.Connection, chunk_id: int) -> set[str]:
+    """The normalised terms of one chunk (its lexicon ids turned back into words)."""
+    rows = conn.execute(
+        "SELECT l.term FROM chunks c CROSS JOIN unnest(c.terms) AS u(id)"
+        " JOIN lexicon l ON l.id = u.id WHERE c.id = %s",
+        (chunk_id,),
+    ).fetchall()
+    return {r[0] for r in rows}
 
 
 def _best_ranks(lists: list[list[int]]) -> dict[int, int]:

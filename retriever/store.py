@@ -43,8 +43,8 @@ def set_meta(conn: psycopg.Connection, key: str, value: object) -> None:
 
 @dataclass(slots=True)
 class _Deltas:
-    df: Counter[str]
-    ddf: Counter[str]
+    df: Counter[int]  # keyed by lexicon id
+    ddf: Counter[int]
     n_chunks: int = 0
     sum_len: float = 0.0
     n_docs: int = 0
@@ -81,17 +81,18 @@ def _forget(conn: psycopg.Connection, doc_ids: list[int], deltas: _Deltas) -> in
 
 
 def _apply(conn: psycopg.Connection, deltas: _Deltas) -> None:
-    terms = sorted(set(deltas.df) | set(deltas.ddf))
-    if terms:
+    ids = sorted(set(deltas.df) | set(deltas.ddf))
+    if ids:
         conn.execute(
             """
-            INSERT INTO lexicon AS l (term, df, ddf)
-            SELECT * FROM unnest(%s::text[], %s::int[], %s::int[])
-            ON CONFLICT (term) DO UPDATE SET df = l.df + excluded.df, ddf = l.ddf + excluded.ddf
+            UPDATE lexicon AS l SET df = l.df + u.df, ddf = l.ddf + u.ddf
+            FROM unnest(%s::int[], %s::int[], %s::int[]) AS u(id, df, ddf)
+            WHERE l.id = u.id
             """,
-            (terms, [deltas.df[t] for t in terms], [deltas.ddf[t] for t in terms]),
+            (ids, [deltas.df[t] for t in ids], [deltas.ddf[t] for t in ids]),
         )
-        conn.execute("DELETE FROM lexicon WHERE term = ANY(%s) AND df <= 0 AND ddf <= 0", (terms,))
+        # A term no chunk holds any more is forgotten (no chunk refers to its id).
+        conn.execute("DELETE FROM lexicon WHERE id = ANY(%s) AND df <= 0 AND ddf <= 0", (ids,))
     conn.execute(
         """
         UPDATE lex_stats SET n_chunks = n_chunks + %s, sum_len = sum_len + %s,
@@ -99,6 +100,18 @@ def _apply(conn: psycopg.Connection, deltas: _Deltas) -> None:
         WHERE id = 1
         """,
         (deltas.n_chunks, deltas.sum_len, deltas.n_docs, deltas.sum_doc_len),
+    )
+
+
+def term_ids(conn: psycopg.Connection, terms: set[str]) -> dict[str, int]:
+    """Lexicon ids for ``terms``, creating the missing ones (counts are applied later)."""
+    ordered = sorted(terms)
+    conn.execute(
+        "INSERT INTO lexicon (term) SELECT unnest(%s::text[]) ON CONFLICT (term) DO NOTHING",
+        (ordered,),
+    )
+    return dict(
+        conn.execute("SELECT term, id FROM lexicon WHERE term = ANY(%s)", (ordered,)).fetchall()
     )
 
 
@@ -110,14 +123,6 @@ def aliases_differ(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> boo
         ).fetchall()
     )
     return any(list(old.get(d.path) or []) != list(d.aliases) for d in docs)
-
-
-def text_array_literal(items: Sequence[str]) -> str:
-    """A Postgres array literal, built directly: psycopg's generic list dumper is the slowest
-    part of a big COPY. Every element is double-quoted, with quotes and backslashes escaped."""
-    return (
-        "{" + ",".join('"' + i.replace("\\", "\\\\").replace('"', '\\"') + '"' for i in items) + "}"
-    )
 
 
 def write_documents(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> tuple[int, int]:
@@ -164,10 +169,11 @@ def write_documents(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> tu
                 ids[row[1]] = int(row[0])
             if not cur.nextset():
                 break
+    ids_of = term_ids(conn, {t for d in docs for c in d.chunks for t in c.terms})
     for d in docs:
         deltas.n_docs += 1
         for t in {t for c in d.chunks for t in c.terms}:
-            deltas.ddf[t] += 1
+            deltas.ddf[ids_of[t]] += 1
 
     passages: dict[bytes, tuple[str, str, int]] = {}
     for d in docs:
@@ -198,11 +204,13 @@ def write_documents(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> tu
             for d in docs:
                 doc_id = ids[d.path]
                 for c in d.chunks:
+                    pairs = sorted(zip((ids_of[t] for t in c.terms), c.tfs, strict=True))
                     copy.write_row(
                         (
                             doc_id, c.ordinal, c.passage_hash, c.heading_trail, c.start_line,
-                            c.end_line, c.content_type, text_array_literal(c.terms),
-                            "{" + ",".join(map(repr, c.tfs)) + "}", c.length,
+                            c.end_line, c.content_type,
+                            "{" + ",".join(str(i) for i, _ in pairs) + "}",
+                            "{" + ",".join(repr(f) for _, f in pairs) + "}", c.length,
                         )
                     )  # fmt: skip
                     added += 1
@@ -210,7 +218,7 @@ def write_documents(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> tu
                     deltas.sum_len += c.length
                     deltas.sum_doc_len += c.length
                     for t in c.terms:
-                        deltas.df[t] += 1
+                        deltas.df[ids_of[t]] += 1
         with cur.copy("COPY links (doc_id, target, anchor, alias, kind, line) FROM STDIN") as copy:
             for d in docs:
                 for link in d.links:

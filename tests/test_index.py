@@ -107,15 +107,19 @@ def snapshot(url: str) -> dict[str, object]:
             " frontmatter FROM documents",
         )
     }  # fmt: skip
+    # chunks.terms hold lexicon ids, which differ between databases: compare the words.
     chunks = Counter(
-        (r[0], r[1], bytes(r[2]), r[3], r[4], tuple(r[5]), tuple(r[6]), tuple(r[7]), r[8], r[9])
+        (r[0], r[1], bytes(r[2]), r[3], r[4], tuple(sorted(zip(r[5], r[6], strict=True))),
+         tuple(r[7]), r[8], r[9])
         for r in query(
             url,
-            "SELECT d.path, c.ordinal, c.passage_hash, c.start_line, c.end_line, c.terms, c.tfs,"
+            "SELECT d.path, c.ordinal, c.passage_hash, c.start_line, c.end_line,"
+            " ARRAY(SELECT l.term FROM unnest(c.terms) WITH ORDINALITY u(id, o)"
+            "       JOIN lexicon l ON l.id = u.id ORDER BY u.o), c.tfs,"
             " c.heading_trail, c.content_type, c.len"
             " FROM chunks c JOIN documents d ON d.id = c.doc_id",
         )
-    )
+    )  # fmt: skip
     links = Counter(
         tuple(r)
         for r in query(
@@ -172,7 +176,8 @@ def assert_stats_consistent(url: str) -> None:
         r[0]: (r[1], r[2])
         for r in query(
             url,
-            "SELECT t, count(*), count(DISTINCT doc_id) FROM chunks, unnest(terms) AS t GROUP BY t",
+            "SELECT l.term, count(*), count(DISTINCT c.doc_id) FROM chunks c,"
+            " unnest(c.terms) AS t JOIN lexicon l ON l.id = t GROUP BY l.term",
         )
     }
     assert lexicon == derived

@@ -62,7 +62,7 @@ def upgrade() -> None:
             start_line    integer NOT NULL,
             end_line      integer NOT NULL,
             content_type  text NOT NULL,
-            terms         text[] NOT NULL,
+            terms         integer[] NOT NULL,      -- lexicon ids, ascending
             tfs           real[] NOT NULL,
             len           real NOT NULL,
             UNIQUE (doc_id, ordinal)
@@ -101,6 +101,8 @@ def upgrade() -> None:
 
         -- Document frequencies for BM25 IDF, kept in step with chunks/documents.
         CREATE TABLE lexicon (
+            id   serial UNIQUE,                     -- what chunks.terms hold: integer
+                                                    -- comparisons score far faster than text
             term text PRIMARY KEY,
             df   integer NOT NULL DEFAULT 0,       -- chunks containing the term
             ddf  integer NOT NULL DEFAULT 0        -- documents containing the term
