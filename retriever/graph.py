@@ -49,8 +49,9 @@ def random_walk_scores(
     *,
     restart: float = 0.3,
     hops: int = 2,
-    max_nodes: int = 2000,
-    iterations: int = 30,
+    max_nodes: int = 400,
+    hub_degree: int = 50,
+    iterations: int = 15,
 ) -> dict[int, float]:
     """Personalised PageRank (random walk with restart) from ``seeds``, on their local
     neighbourhood only, hub-damped.
@@ -58,23 +59,26 @@ def random_walk_scores(
     A step prefers neighbours with few links (weight 1/log(2 + degree)), so a note linked
     from everywhere (a home page, an index) does not win every query; scores are damped
     once more by degree on the way out. Returns the non-seed neighbours, best first. Power
-    iteration over the NetworkX adjacency: a few milliseconds even around a hub.
+    iteration over the NetworkX adjacency, bounded so it stays a few milliseconds on dense
+    vaults: the walk never expands through hubs (more than ``hub_degree`` links) and stops
+    growing at ``max_nodes``; 15 steps with restart 0.3 leave under 1% of the mass unsettled.
     """
     adj = graph.adj
     present = {n: w for n, w in seeds.items() if n in adj and w > 0}
     if not present:
         return {}
     nodes: set[int] = set(present)
-    frontier = set(present)
-    for _ in range(hops):
-        nxt: set[int] = set()
+    frontier = list(present)
+    for hop in range(hops):
+        nxt: list[int] = []
         for n in frontier:
-            nxt.update(adj[n])
-        nxt -= nodes
-        nodes |= nxt
+            if hop > 0 and len(adj[n]) > hub_degree:
+                continue  # a hub joins the walk but is not expanded: it links to everything
+            for v in adj[n]:
+                if v not in nodes and len(nodes) < max_nodes:
+                    nodes.add(v)
+                    nxt.append(v)
         frontier = nxt
-        if len(nodes) > max_nodes:
-            break
     if len(nodes) == len(present) and not any(adj[n] for n in present):
         return {}
     weight = {n: 1.0 / math.log(2 + len(adj[n])) for n in nodes}

@@ -263,7 +263,7 @@ def bm25_search(
     extra_sql: str = "",
     extra_params: dict[str, object] | None = None,
     candidate_cap: int = 4000,
-    widen_cap: int = 20_000,
+    widen_cap: int = 8_000,
 ) -> list[tuple[int, float]]:
     """Exact top-``limit`` Okapi BM25 over chunks (or documents: ``level="document"``
     returns document ids), scored in SQL.
