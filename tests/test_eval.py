@@ -1,0 +1,80 @@
+"""The eval command: metrics from ir-measures on JSONL cases and BEIR folders."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from retriever.evaluate import ABLATIONS, evaluate, load_beir, load_cases, write_beir_vault
+
+TESTS = Path(__file__).parent
+
+
+def test_load_cases_parses_the_test_set() -> None:
+    cases = load_cases(TESTS / "vault-cases.jsonl")
+    assert len(cases) >= 40
+    assert {c.kind for c in cases} >= {"keyword", "paraphrase", "absent"}
+    assert all(c.queries for c in cases)
+    absent = [c for c in cases if c.kind == "absent"]
+    assert absent and all(not c.relevant for c in absent)
+
+
+def test_bad_case_file_gets_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "cases.jsonl"
+    bad.write_text('{"id": 1, "query": "x", "relevant": []}\nnot json\n', "utf-8")
+    with pytest.raises(ValueError, match=r"cases\.jsonl:2"):
+        load_cases(bad)
+
+
+def test_eval_on_the_test_vault_reports_every_metric(
+    make_app, vault_copy: Path, model_dir: Path
+) -> None:
+    app = make_app(vault_copy, model=model_dir)
+    app.index()
+    report = evaluate(app, load_cases(TESTS / "vault-cases.jsonl"), ablate=True)
+    names = [r["config"] for r in report["results"]]
+    assert names == [c.name for c in ABLATIONS]
+    by_name = {r["config"]: r for r in report["results"]}
+    for r in report["results"]:
+        for key in ("ndcg@10", "recall@10", "mrr", "hit@1", "hit@3", "citation_hit_rate",
+                    "absent_flagged", "answerable_flagged_absent"):  # fmt: skip
+            assert 0.0 <= r[key] <= 1.0, (r["config"], key)
+        assert r["latency_ms"]["p95"] >= r["latency_ms"]["p50"] > 0
+        assert "per_kind" in r
+    assert by_name["lexical"]["modes_used"] == ["lexical"]
+    assert by_name["semantic"]["modes_used"] == ["semantic"]
+    # Keyword questions are easy: a working engine gets most of them at rank 1.
+    assert by_name["lexical"]["per_kind"]["keyword"]["hit@1"] >= 0.7
+
+
+def test_eval_on_a_beir_folder(make_app, tmp_path: Path) -> None:
+    beir = tmp_path / "mini"
+    beir.mkdir()
+    docs = {
+        "d1": ("Wing flutter", "Flutter of swept wings at transonic speed."),
+        "d2": ("Boundary layer", "Laminar boundary layer transition on flat plates."),
+        "d3": ("Heat transfer", "Heat transfer in hypersonic flow over blunt bodies."),
+    }
+    (beir / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "title": t, "text": x}) + "\n" for k, (t, x) in docs.items()),
+        "utf-8",
+    )
+    (beir / "queries.jsonl").write_text(
+        json.dumps({"_id": "q1", "text": "transition of laminar boundary layers"}) + "\n"
+        + json.dumps({"_id": "q2", "text": "flutter of swept wings"}) + "\n",
+        "utf-8",
+    )  # fmt: skip
+    (beir / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td2\t2\nq2\td1\t1\n", "utf-8")
+    corpus, cases = load_beir(beir)
+    assert {c.id: c.relevant for c in cases} == {"q1": {"d2.md": 2}, "q2": {"d1.md": 1}}
+    vault = tmp_path / "vault"
+    write_beir_vault(corpus, vault)
+    assert (vault / "d1.md").read_text("utf-8").startswith("# Wing flutter")
+    app = make_app(vault)
+    app.index()
+    report = evaluate(app, cases, ablate=False)
+    [result] = report["results"]
+    assert result["ndcg@10"] == pytest.approx(1.0)
+    assert result["hit@1"] == pytest.approx(1.0)
