@@ -20,7 +20,7 @@ from retriever.budget import allocate, estimate_tokens
 from retriever.embed import Embedder, EmbedderError, InvalidVectorError
 from retriever.fuse import FUSIONS, RankedList, interleave, linear, rrf
 from retriever.graph import LinkGraph, random_walk_scores
-from retriever.lexical import BM25Params, bm25_search, query_terms, tokenize
+from retriever.lexical import BM25Params, bm25_search, query_terms
 from retriever.vector import QueryVectorCache, vector_search
 
 MODES = ("hybrid", "lexical", "semantic")
@@ -559,7 +559,3 @@ def parse_modified_after(value: datetime | str | None) -> datetime | None:
     except ValueError as exc:
         raise SearchInputError("modified_after must be an ISO date such as 2024-05-01") from exc
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def coverage_terms(text: str) -> set[str]:
-    return set(tokenize(text))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -19,21 +20,25 @@ class QueryVectorCache:
     def __init__(self, size: int = 512) -> None:
         self._size = size
         self._items: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()  # the MCP server searches from several threads
 
     def get(self, embedder: Embedder, texts: list[str]) -> np.ndarray:
         fp = embedder.fingerprint
-        missing = [t for t in texts if (fp, t) not in self._items]
+        with self._lock:
+            found = {t: self._items.get((fp, t)) for t in texts}
+        missing = [t for t, v in found.items() if v is None]
         if missing:
-            vectors = embedder.embed(missing)
-            for t, v in zip(missing, vectors, strict=True):
-                self._items[(fp, t)] = v
-                if len(self._items) > self._size:
-                    self._items.popitem(last=False)
-        out = []
-        for t in texts:
-            self._items.move_to_end((fp, t))
-            out.append(self._items[(fp, t)])
-        return np.vstack(out)
+            vectors = embedder.embed(missing)  # outside the lock: it may take a while
+            with self._lock:
+                for t, v in zip(missing, vectors, strict=True):
+                    found[t] = self._items[(fp, t)] = v
+                    while len(self._items) > self._size:
+                        self._items.popitem(last=False)
+        with self._lock:
+            for t in texts:
+                if (fp, t) in self._items:
+                    self._items.move_to_end((fp, t))
+        return np.vstack([found[t] for t in texts])
 
 
 def vector_search(
