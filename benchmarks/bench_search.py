@@ -84,7 +84,7 @@ def time_configs(app: Any, ref: ReferenceIndex, queries: list[str], warmup: list
 
 
 def hnsw_recall(app: Any, queries: list[str], n: int = 100) -> dict[str, Any]:
-    """recall@30 of the HNSW index against an exact scan, at ef_search 40, 100 and 200."""
+    """recall@30 of the HNSW index against an exact scan, at ef_search 40, 100, 200 and 300."""
     embedder, error = app.embedder()
     if embedder is None:
         return {"skipped": f"no embedder: {error}"}
@@ -111,7 +111,7 @@ def hnsw_recall(app: Any, queries: list[str], n: int = 100) -> dict[str, Any]:
         conn.execute("SET enable_indexscan = off")
         exact = [{r[0] for r in conn.execute(sql, (str(q),), prepare=False)} for q in qs]
         conn.execute("RESET enable_indexscan")
-        for ef in (40, 100, 200):
+        for ef in (40, 100, 200, 300):
             conn.execute(f"SET hnsw.ef_search = {ef}")
             t = time.perf_counter()
             got = [{r[0] for r in conn.execute(sql, (str(q),), prepare=False)} for q in qs]
