@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
+
 from retriever import store
 from retriever.config import Settings, get_settings
 from retriever.db import Database, describe_url, open_database
@@ -25,6 +27,7 @@ from retriever.search import (
 log = logging.getLogger(__name__)
 
 EMBEDDER_RETRY_SECONDS = 60.0
+FRESH_EMBED_LIMIT = 128  # passages a pre-search freshness pass may embed
 
 
 @dataclass(slots=True)
@@ -110,6 +113,8 @@ class Retriever:
         stop: threading.Event | None = None,
         wait_for_lock: bool = True,
         embed: bool = True,
+        allow_full: bool = True,
+        embed_limit: int | None = None,
     ) -> IndexReport:
         embedder, error = self.embedder() if embed else (None, "embedding skipped")
         return index_vault(
@@ -121,6 +126,8 @@ class Retriever:
             progress=progress,
             stop=stop,
             wait_for_lock=wait_for_lock,
+            allow_full=allow_full,
+            embed_limit=embed_limit,
         )
 
     def refresh(self) -> int:
@@ -142,7 +149,9 @@ class Retriever:
         if len(changed) + len(deleted) > self.settings.fresh_max_files:
             log.warning("%d files changed: run `retriever index` to catch up", len(changed))
             return 0
-        report = self.index(wait_for_lock=False)
+        # Bounded: never a full rebuild, and only a small share of any embedding backlog
+        # (the rest is `retriever index`'s or the watcher's job).
+        report = self.index(wait_for_lock=False, allow_full=False, embed_limit=FRESH_EMBED_LIMIT)
         return report.files_changed + report.files_deleted
 
     def search(
@@ -163,7 +172,7 @@ class Retriever:
         """Search the vault. Raises SearchInputError (a ValueError) for unusable input."""
         cleaned = validate_queries(queries)
         opts = SearchOptions(
-            budget_tokens=budget_tokens or self.settings.budget_tokens,
+            budget_tokens=self.settings.budget_tokens if budget_tokens is None else budget_tokens,
             mode=mode or "hybrid",
             fusion=fusion or self.settings.fusion,
             graph=self.settings.graph if graph is None else graph,
@@ -181,7 +190,10 @@ class Retriever:
         )
         refreshed = 0
         if self.settings.fresh_search if fresh is None else fresh:
-            refreshed = self.refresh()
+            try:
+                refreshed = self.refresh()
+            except (OSError, psycopg.Error) as exc:  # stale beats nothing; `stale` flags say it
+                log.warning("freshness pass failed (%s); searching the index as it is", exc)
         embedder, error = (None, None) if opts.mode == "lexical" else self.embedder()
         with self.db.connection() as conn:
             result, failure = self._searcher.search(

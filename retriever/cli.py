@@ -195,8 +195,14 @@ def status(vault: VaultArg = None, as_json: JsonOpt = False) -> None:
 @app.command()
 def gc(vault: VaultArg = None, as_json: JsonOpt = False) -> None:
     """Remove orphan passages and the embeddings of models no longer configured."""
-    api = _app(vault)
-    result = api.gc()
+    from retriever.db import DatabaseError
+
+    try:
+        api = _app(vault)
+        result = api.gc()
+    except (DatabaseError, FileNotFoundError) as exc:
+        _fail(str(exc), as_json)
+        return
     if as_json:
         _emit_json({"ok": True, **result})
     else:
@@ -288,7 +294,10 @@ def eval_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Measure retrieval quality (nDCG@10, recall, MRR, hits, citations, absence, latency)."""
+    import psycopg
+
     from retriever.app import Retriever
+    from retriever.db import DatabaseError
     from retriever.evaluate import evaluate, load_beir, load_cases, write_beir_vault
 
     try:
@@ -305,7 +314,7 @@ def eval_cmd(
             api = _app(vault)
         api.index()
         report = evaluate(api, loaded, ablate=ablate, budget=budget)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError, DatabaseError, psycopg.Error) as exc:
         _fail(str(exc), as_json)
         return
     if as_json:
@@ -357,9 +366,15 @@ def watch(
     as_json: JsonOpt = False,
 ) -> None:
     """Index, then keep the index fresh as notes change (Ctrl-C to stop)."""
+    from retriever.db import DatabaseError
     from retriever.watch import watch_vault
 
-    api = _app(vault_opt)
+    try:
+        api = _app(vault_opt)
+        api.db  # noqa: B018 - fail now, clearly, if the database is unreachable
+    except (DatabaseError, FileNotFoundError) as exc:
+        _fail(str(exc), as_json)
+        return
 
     def report(r: Any) -> None:
         if as_json:

@@ -131,8 +131,14 @@ def index_vault(
     progress: ProgressFn | None = None,
     stop: threading.Event | None = None,
     wait_for_lock: bool = True,
+    allow_full: bool = True,
+    embed_limit: int | None = None,
 ) -> IndexReport:
-    """Bring the index in line with the vault. Returns what was done."""
+    """Bring the index in line with the vault. Returns what was done.
+
+    ``allow_full=False`` and ``embed_limit`` bound the work for the freshness pass that
+    runs before a search: it never turns into a full rebuild or a long embedding backlog.
+    """
     started = time.perf_counter()
     vault = settings.resolved_vault()
     report = IndexReport(vault=str(vault), full=full)
@@ -151,7 +157,8 @@ def index_vault(
                 halt = stop or flag.event
                 if stop is not None:
                     flag.event = stop
-                _run(db, settings, vault, report, embedder, embed_error, full, progress, halt)
+                _run(db, settings, vault, report, embedder, embed_error, full, progress, halt,
+                     allow_full, embed_limit)  # fmt: skip
         finally:
             lock_conn.execute("SELECT pg_advisory_unlock(%s)", (INDEX_LOCK_KEY,))
             lock_conn.autocommit = False
@@ -169,6 +176,8 @@ def _run(
     full: bool,
     progress: ProgressFn | None,
     halt: threading.Event,
+    allow_full: bool = True,
+    embed_limit: int | None = None,
 ) -> None:
     clock = time.perf_counter()
 
@@ -191,6 +200,9 @@ def _run(
         version = store.get_meta(conn, "pipeline_version")
         conn.commit()
     if version != PIPELINE_VERSION and states:
+        if not allow_full:
+            report.warnings.append("the indexing pipeline changed: run `retriever index`")
+            return
         full = True  # chunking/normalisation/redaction changed: re-derive everything
         report.full = True
 
@@ -236,7 +248,7 @@ def _run(
         report.embed_error = embed_error
         if embedder is not None and not halt.is_set():
             report.passages_pending = _embed_pending(
-                conn, embedder, report, progress, halt, settings.embed_batch
+                conn, embedder, report, progress, halt, settings.embed_batch, embed_limit
             )
         else:
             model = store.model_row(conn, embedder.fingerprint) if embedder else None
@@ -355,8 +367,10 @@ def _embed_pending(
     progress: ProgressFn | None,
     halt: threading.Event,
     batch_size: int,
+    limit: int | None = None,
 ) -> int:
-    """Embed every passage that has no vector for this model; returns how many still lack one."""
+    """Embed passages that have no vector for this model (at most ``limit``); returns how
+    many still lack one."""
     with conn.transaction():
         model = store.ensure_model(
             conn, embedder.fingerprint, embedder.model_id, embedder.dimension
@@ -367,9 +381,11 @@ def _embed_pending(
     pending = store.pending_hashes(conn, model)
     conn.commit()
     total = len(pending)
+    if limit is not None:
+        pending = pending[:limit]
     refused: list[bytes] = []
     done = 0
-    for start in range(0, total, batch_size):
+    for start in range(0, len(pending), batch_size):
         if halt.is_set():
             break
         rows = store.passage_inputs(conn, pending[start : start + batch_size])
@@ -388,7 +404,8 @@ def _embed_pending(
         if progress:
             progress("embed", done, total)
     report.vectors_refused = len(refused)
-    _ensure_vector_index(conn, model, embedder.dimension)
+    if not halt.is_set():  # an interrupted run must end promptly, not start an index build
+        _ensure_vector_index(conn, model, embedder.dimension)
     return total - report.passages_embedded
 
 
@@ -409,9 +426,8 @@ def _embed_rows(
             report.warnings.append(f"refused a vector for passage {rows[0][0].hex()[:12]}: {exc}")
             return [], np.zeros((0, embedder.dimension), dtype=np.float32)
         log.warning("embedder returned invalid vectors (%s); isolating the bad passages", exc)
-    except EmbedderError as exc:
+    except EmbedderError as exc:  # unreachable, not invalid: the passages stay pending
         report.embed_error = str(exc)
-        refused.extend(r[0] for r in rows)
         return [], np.zeros((0, embedder.dimension), dtype=np.float32)
     # Isolate invalid vectors one passage at a time so the good ones are still stored.
     keep: list[bytes] = []
@@ -437,12 +453,13 @@ def _ensure_vector_index(conn: psycopg.Connection, model: int, dim: int) -> None
         conn.commit()
         return
     log.info("building the HNSW index for %d vectors", row[0])
-    conn.execute("SET maintenance_work_mem = '512MB'")
-    conn.execute(
-        f"CREATE INDEX IF NOT EXISTS {name} ON embeddings USING hnsw "
-        f"((vec::halfvec({int(dim)})) halfvec_cosine_ops) WHERE model = {int(model)}"
-    )
-    conn.commit()
+    conn.commit()  # so the block below is a real transaction (a savepoint keeps SET LOCAL)
+    with conn.transaction():
+        conn.execute("SET LOCAL maintenance_work_mem = '512MB'")  # not leaked to the pool
+        conn.execute(
+            f"CREATE INDEX IF NOT EXISTS {name} ON embeddings USING hnsw "
+            f"((vec::halfvec({int(dim)})) halfvec_cosine_ops) WHERE model = {int(model)}"
+        )
 
 
 def changed_files(db: Database, settings: Settings) -> tuple[int, list[FileInfo], list[str]]:

@@ -77,6 +77,7 @@ class Hit:
     stale: bool
     content_type: str
     tokens: int
+    truncated: bool = False  # cut to fit the budget: read_note the cited range for the rest
 
     @property
     def citation(self) -> str:
@@ -188,10 +189,15 @@ def _doc_filter(opts: SearchOptions) -> tuple[str, dict[str, object]]:
             escaped = folder.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             params["f_folder"] = escaped + "/%"
     if opts.tags:
-        parts.append("d.tags && %(f_tags)s::text[]")
-        params["f_tags"] = [t.lstrip("#") for t in opts.tags]
+        # Case-insensitive, and a tag matches its nested tags too (#homelab ⊇ #homelab/backup),
+        # the way list_notes and Obsidian treat them.
+        parts.append(
+            "EXISTS (SELECT 1 FROM unnest(d.tags) AS t(tag), unnest(%(f_tags)s::text[]) AS q(tag)"
+            " WHERE lower(t.tag) = q.tag OR starts_with(lower(t.tag), q.tag || '/'))"
+        )
+        params["f_tags"] = [t.lstrip("#").lower() for t in opts.tags if t.strip("# ")]
     if opts.note_type:
-        parts.append("d.note_type = %(f_type)s")
+        parts.append("lower(d.note_type) = lower(%(f_type)s)")
         params["f_type"] = opts.note_type
     if opts.modified_after:
         parts.append("d.mtime_ns >= %(f_mtime)s")
@@ -237,6 +243,22 @@ class Searcher:
     def __init__(self) -> None:
         self.vectors = QueryVectorCache()
         self.graph = LinkGraph()
+        self._pending: tuple[object, int, int | None] | None = None  # (generation, model, n)
+
+    def _pending_vectors(self, conn: psycopg.Connection, model: int) -> int | None:
+        """Passages without a vector for ``model`` (None: no vector at all), recounted only
+        after an index run: the anti-join is too costly for every search."""
+        row = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()
+        generation = str(row[0]) if row else None
+        cached = self._pending
+        if cached is not None and cached[0] == generation and cached[1] == model:
+            return cached[2]
+        has_any = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM embeddings WHERE model = %s)", (model,)
+        ).fetchone()
+        count = store.count_pending(conn, model) if has_any and has_any[0] else None
+        self._pending = (generation, model, count)
+        return count
 
     def search(
         self,
@@ -260,9 +282,17 @@ class Searcher:
                 degraded = f"embedder unavailable: {embed_error or 'no model configured'}"
             else:
                 model = store.model_row(conn, embedder.fingerprint)
-                if model is None:
+                pending = self._pending_vectors(conn, model[0]) if model else None
+                if model is None or pending is None:
                     degraded = "no passage has a vector for the current model yet (run index)"
-            if degraded:
+                    model = None
+                elif pending:
+                    # Still hybrid, but the semantic arm cannot see every passage: say so.
+                    degraded = (
+                        f"{pending} passages still lack vectors (run `retriever index`); "
+                        "semantic results are partial"
+                    )
+            if model is None:
                 mode = "lexical"
 
         where, fparams = _doc_filter(opts)
@@ -501,7 +531,27 @@ class Searcher:
                     content_type=head.ctype, tokens=estimate_tokens(text),
                 )
             )  # fmt: skip
+        if hits and hits[0].tokens > opts.budget_tokens:
+            # The single best passage alone is over budget (a huge code block or table is
+            # never split at index time): deliver its head, cited exactly, and say so.
+            _truncate(hits[0], opts.budget_tokens)
         return hits, ranked_paths
+
+
+def _truncate(hit: Hit, budget: int) -> None:
+    """Keep whole lines up to ``budget`` tokens and narrow the citation to them."""
+    kept: list[str] = []
+    used = 0
+    for line in hit.text.split("\n"):
+        cost = len(line) + 1
+        if kept and used + cost > budget * 4:
+            break
+        kept.append(line[: budget * 4])
+        used += cost
+    hit.text = "\n".join(kept)
+    hit.end_line = min(hit.end_line, hit.start_line + len(kept) - 1)
+    hit.tokens = estimate_tokens(hit.text)
+    hit.truncated = True
 
 
 def _chunk_terms(conn: psycopg.Connection, chunk_id: int) -> set[str]:

@@ -61,12 +61,21 @@ def vector_search(
         "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
         (str(max(EF_SEARCH, limit * 2)), "relaxed_order" if doc_filter else "off"),
     )
+    # The filter sits inside the nearest-neighbour scan (so the iterative HNSW scan, or the
+    # exact scan, keeps going until enough filtered passages are found), and again outside
+    # because a passage shared by two notes may sit in both an allowed and another folder.
+    within = (
+        "AND EXISTS (SELECT 1 FROM chunks c2 JOIN documents d ON d.id = c2.doc_id"
+        f" WHERE c2.passage_hash = e.hash AND {doc_filter})"
+        if doc_filter
+        else ""
+    )
     rows = conn.execute(
         f"""
         WITH nearest AS (
             SELECT e.hash, (e.vec::halfvec({d})) <=> %(q)s::halfvec({d}) AS dist
             FROM embeddings e
-            WHERE e.model = %(model)s
+            WHERE e.model = %(model)s {within}
             ORDER BY (e.vec::halfvec({d})) <=> %(q)s::halfvec({d})
             LIMIT %(fetch)s
         )
@@ -79,7 +88,7 @@ def vector_search(
         {
             "q": HalfVector(query.astype(np.float32)),
             "model": model,
-            "fetch": limit * (4 if doc_filter else 1) + 8,
+            "fetch": limit + 8,
             "limit": limit,
             **(filter_params or {}),
         },

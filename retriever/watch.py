@@ -13,13 +13,17 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import psycopg
 from watchfiles import Change, DefaultFilter, watch
 
 from retriever.app import Retriever
+from retriever.db import DatabaseError
 from retriever.index import IndexReport
 from retriever.scan import ALWAYS_EXCLUDED_DIRS
 
 log = logging.getLogger(__name__)
+
+RETRY_SECONDS = 30
 
 
 class NoteFilter(DefaultFilter):
@@ -48,16 +52,28 @@ def watch_vault(
     if on_report:
         on_report(report)
     log.info("watching %s", vault)
+    failed = False
     for changes in watch(
         vault,
         watch_filter=NoteFilter(),
         debounce=debounce_ms,
         step=100,
         stop_event=stop,
-        yield_on_timeout=False,
+        rust_timeout=RETRY_SECONDS * 1000,
+        yield_on_timeout=True,  # wakes up (rarely) so a failed run is retried
         raise_interrupt=False,
     ):
+        if not changes and not failed:
+            continue
         log.info("%d change(s) seen; re-indexing", len(changes))
-        report = app.index()
+        try:
+            report = app.index()
+        except (DatabaseError, psycopg.Error, OSError) as exc:
+            # A restarting database must not end the watcher: retry on the next change or
+            # within RETRY_SECONDS.
+            failed = True
+            log.error("index run failed (%s); retrying", exc)
+            continue
+        failed = False
         if on_report:
             on_report(report)
