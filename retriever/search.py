@@ -578,18 +578,24 @@ def _min_rank(ranks: dict[int, int], group: list[_ChunkRow]) -> int | None:
 
 
 def _merge_adjacent(chosen: list[_ChunkRow]) -> list[list[_ChunkRow]]:
-    """Merge chunks of one document whose line ranges touch, keeping delivery order."""
+    """Merge chunks of one document whose line ranges touch (transitively: A, C then B
+    become one hit), keeping the delivery order of each group's first chunk."""
     groups: list[list[_ChunkRow]] = []
     for row in chosen:
-        for group in groups:
-            if group[0].doc_id == row.doc_id and any(
-                row.start <= g.end + 1 and g.start <= row.end + 1 for g in group
-            ):
-                group.append(row)
-                group.sort(key=lambda r: r.start)
-                break
-        else:
+        touching = [
+            g for g in groups
+            if g[0].doc_id == row.doc_id
+            and any(row.start <= r.end + 1 and r.start <= row.end + 1 for r in g)
+        ]  # fmt: skip
+        if not touching:
             groups.append([row])
+            continue
+        first = touching[0]
+        first.append(row)
+        for other in touching[1:]:
+            first.extend(other)
+            groups.remove(other)
+        first.sort(key=lambda r: r.start)
     return groups
 
 
