@@ -42,25 +42,21 @@ def allocate(
     """
     kept: list[int] = []
     used = 0
-    taken: set[int] = set()
     if not ranked:
         return Budgeted([], 0, 0)
-    order: list[int] = []
+    order = list(range(len(ranked)))
     if per_doc_first:
         seen: set[str] = set()
-        firsts = []
+        firsts: list[int] = []
+        rest: list[int] = []
         for i, hit in enumerate(ranked):
             d = doc_of(hit)
-            if d not in seen:
-                seen.add(d)
-                firsts.append(i)
-        order = firsts + [i for i in range(len(ranked)) if i not in set(firsts)]
-    else:
-        order = list(range(len(ranked)))
+            (rest if d in seen else firsts).append(i)
+            seen.add(d)
+        order = firsts + rest
     for i in order:
         cost = tokens_of(ranked[i])
         if not kept or used + cost <= budget:
             kept.append(i)
-            taken.add(i)
             used += cost
     return Budgeted(kept, used, len(ranked) - len(kept))

@@ -128,12 +128,6 @@ class Database:
     def close(self) -> None:
         self.pool.close()
 
-    def reset_vector_types(self) -> None:
-        """After the first migration creates ``vector``, new connections must register it."""
-        self.pool.check()
-        with self.pool.connection() as conn:
-            _configure(conn)
-
 
 def upgrade(url: str, revision: str = "head") -> str:
     """Apply Alembic migrations (serialised by an advisory lock); return the new revision."""

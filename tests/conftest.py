@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,6 +26,16 @@ from retriever.db import Database, upgrade
 TESTS = Path(__file__).parent
 TEST_VAULT = TESTS / "vault"
 TEMPLATE_DB = "retriever_test_template"
+
+
+def retriever_exe() -> str:
+    """The installed `retriever` console script (tests run it as a user would)."""
+    found = Path(sys.executable).parent / "retriever"
+    if found.exists():
+        return str(found)
+    which = shutil.which("retriever")
+    assert which, "the retriever console script is not installed"
+    return which
 
 
 def docker_available() -> bool:

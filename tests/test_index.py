@@ -14,7 +14,6 @@ import shutil
 import signal
 import string
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -34,7 +33,7 @@ from retriever.index import PARALLEL_THRESHOLD
 from retriever.lexical import weighted_terms
 from retriever.prepare import embedding_input
 from retriever.scan import ALWAYS_EXCLUDED_DIRS
-from tests.conftest import TEMPLATE_DB, _with_dbname
+from tests.conftest import TEMPLATE_DB, _with_dbname, retriever_exe
 
 EXCLUDED_TEST_NOTES = ["private/Journal.md", ".trash/Old grocery list.md"]
 
@@ -235,15 +234,6 @@ def clean_rebuild(
         report = app.index(full=True)
         assert report.errors == []
     return snapshot(url)
-
-
-def retriever_exe() -> str:
-    found = Path(sys.executable).parent / "retriever"
-    if found.exists():
-        return str(found)
-    which = shutil.which("retriever")
-    assert which, "the retriever console script is not installed"
-    return which
 
 
 def cli_env(url: str, home: Path, model: str | Path = "none", **extra: str) -> dict[str, str]:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -14,18 +12,10 @@ import psycopg
 
 from retriever.db import current_revision, upgrade
 from retriever.migrate import head_revision
+from tests.conftest import retriever_exe
 
 TABLES = {"meta", "documents", "passages", "chunks", "models", "embeddings", "links", "lexicon",
           "lex_stats", "alembic_version"}  # fmt: skip
-
-
-def retriever_exe() -> str:
-    found = Path(sys.executable).parent / "retriever"
-    if found.exists():
-        return str(found)
-    which = shutil.which("retriever")
-    assert which, "the retriever console script is not installed"
-    return which
 
 
 def schema(url: str) -> dict[str, object]:
