@@ -10,14 +10,17 @@ from typing import Any
 
 import psycopg
 
-from retriever import store
+from retriever import calibration_store, store
+from retriever.calibration_store import LEXICAL_KEY
 from retriever.config import Settings, get_settings
 from retriever.db import Database, describe_url, open_database
 from retriever.embed import Embedder, EmbedderError, load_embedder
-from retriever.index import IndexReport, ProgressFn, changed_files, index_vault
+from retriever.index import LOCK_BUSY, IndexReport, ProgressFn, changed_files, index_vault
 from retriever.lexical import BM25Params
+from retriever.ranking import FUSION_CHOICES, Ranking
 from retriever.search import (
     Searcher,
+    SearchInputError,
     SearchOptions,
     SearchResult,
     parse_modified_after,
@@ -45,6 +48,7 @@ class Status:
     model_error: str | None
     last_index: dict[str, Any] | None = None
     stored_models: list[str] = field(default_factory=list)
+    calibration: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
@@ -115,9 +119,12 @@ class Retriever:
         embed: bool = True,
         allow_full: bool = True,
         embed_limit: int | None = None,
+        calibrate: bool = True,
     ) -> IndexReport:
+        """Bring the index in line with the vault, then calibrate the ranking when due
+        (never from the bounded freshness pass: ``embed_limit`` set)."""
         embedder, error = self.embedder() if embed else (None, "embedding skipped")
-        return index_vault(
+        report = index_vault(
             self.db,
             self.settings,
             embedder=embedder,
@@ -129,6 +136,13 @@ class Retriever:
             allow_full=allow_full,
             embed_limit=embed_limit,
         )
+        due = calibrate and self.settings.calibrate and embed_limit is None
+        if due and not report.interrupted and LOCK_BUSY not in report.warnings:
+            try:
+                report.calibration = self.calibrate(force=False)
+            except (psycopg.Error, EmbedderError) as exc:
+                report.warnings.append(f"calibration failed: {exc}")
+        return report
 
     def refresh(self) -> int:
         """Cheap freshness pass before a search: re-index changed files (bounded).
@@ -168,25 +182,24 @@ class Retriever:
         graph: bool | None = None,
         limit: int = 30,
         fresh: bool | None = None,
+        ranking: Ranking | None = None,
+        overrides: dict[str, Any] | None = None,
     ) -> SearchResult:
         """Search the vault. Raises SearchInputError (a ValueError) for unusable input."""
         cleaned = validate_queries(queries)
         opts = SearchOptions(
             budget_tokens=self.settings.budget_tokens if budget_tokens is None else budget_tokens,
             mode=mode or "hybrid",
-            fusion=fusion or self.settings.fusion,
-            graph=self.settings.graph if graph is None else graph,
+            ranking=ranking,
+            overrides={**self._ranking_overrides(fusion, graph), **(overrides or {})},
             folder=folder,
             tags=tags,
             note_type=note_type,
             modified_after=parse_modified_after(modified_after),  # type: ignore[arg-type]
             limit=limit,
-            bm25=BM25Params(self.settings.bm25_k1, self.settings.bm25_b),
-            doc_weight=self.settings.doc_weight,
-            semantic_weight=self.settings.semantic_weight,
+            bm25=self.bm25(),
             absent_coverage=self.settings.absent_coverage,
             absent_cosine=self.settings.absent_cosine,
-            graph_weight=self.settings.graph_weight,
         )
         refreshed = 0
         if self.settings.fresh_search if fresh is None else fresh:
@@ -205,6 +218,60 @@ class Retriever:
             self.embedder_failed(failure)
         result.refreshed_files = refreshed
         return result
+
+    def bm25(self) -> BM25Params:
+        return BM25Params(self.settings.bm25_k1, self.settings.bm25_b)
+
+    def _ranking_overrides(self, fusion: str | None, graph: bool | None) -> dict[str, object]:
+        """Settings, then this call's flags, over the calibrated ranking."""
+        for name in (self.settings.fusion, fusion):
+            if name is not None and name not in FUSION_CHOICES:
+                raise SearchInputError(f"fusion must be one of {', '.join(FUSION_CHOICES)}")
+        out = self.settings.ranking_overrides()
+        out.update(FUSION_CHOICES.get(fusion or "auto", {}))
+        if graph is False:
+            out["graph_weight"] = 0.0
+        elif graph:
+            if out.get("graph_weight") == 0.0:
+                del out["graph_weight"]
+            out["graph"] = True
+        return out
+
+    # -- calibration -----------------------------------------------------------------
+    def calibrate(self, *, force: bool = True) -> dict[str, Any]:
+        """Choose the ranking and absence model for this vault and the current model.
+        Without ``force``, only when due (no calibration yet, or the vault changed)."""
+        embedder, _ = self.embedder()
+        with self.db.connection() as conn:
+            model, reason = self._searcher.semantic_model(conn, embedder, None)
+            if model is not None and reason:  # partial vectors would skew the choice
+                model = None
+            key = embedder.fingerprint if (embedder and model) else LEXICAL_KEY
+            n_docs = int(conn.execute("SELECT count(*) FROM documents").fetchone()[0])  # type: ignore[index]
+            due = force or calibration_store.needs_calibration(
+                conn, key, n_docs, drift=self.settings.calibrate_drift
+            )
+            if not due:
+                conn.commit()
+                return {"status": "current", "model": key or None}
+            from retriever.calibrate import calibrate
+
+            with conn.transaction():
+                result = calibrate(conn, self._searcher, embedder=embedder if model else None,
+                                   model=model, bm25=self.bm25(),
+                                   false_rate=self.settings.absent_false_rate)  # fmt: skip
+        return result
+
+    def calibration(self) -> dict[str, Any] | None:
+        """The stored calibration report for the model searches use now."""
+        embedder, _ = self.embedder()
+        with self.db.connection() as conn:
+            found = None
+            if embedder is not None:
+                found = calibration_store.load_result(conn, embedder.fingerprint)
+            found = found or calibration_store.load_result(conn, LEXICAL_KEY)
+            conn.commit()
+        return found
 
     def status(self) -> Status:
         on_disk, changed, deleted = changed_files(self.db, self.settings)
@@ -234,6 +301,7 @@ class Retriever:
             model_error=error,
             last_index=last if isinstance(last, dict) else None,
             stored_models=models,
+            calibration=calibration_store.summary(self.calibration()),
         )
 
     def gc(self) -> dict[str, int]:

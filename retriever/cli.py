@@ -188,8 +188,75 @@ def status(vault: VaultArg = None, as_json: JsonOpt = False) -> None:
             f"model     {st.model}"
             + (f"  [yellow]({st.model_error})[/yellow]" if st.model_error else "")
         )
+        out.print(f"ranking   {describe_calibration(st.calibration)}", highlight=False)
     api.close()
     raise typer.Exit(EXIT_DEGRADED if degraded else EXIT_OK)
+
+
+def describe_calibration(c: dict[str, Any]) -> str:
+    """One line: the ranking in force and how well it did on held-back pseudo-queries."""
+    if c.get("state") != "calibrated":
+        return f"default ({c.get('reason')})"
+    line = f"calibrated: {c['ranking']}, pseudo-query nDCG@10 {c['ndcg_report']:.3f}"
+    rates = c.get("absence_report")
+    if rates:
+        line += (f"; absence flags {rates['absent_flagged']:.0%} of left-out,"
+                 f" {rates['answerable_flagged']:.0%} of answerable")  # fmt: skip
+    return line + f" ({c['queries']} queries, {str(c['created_at'])[:16]})"
+
+
+@app.command()
+def calibrate(
+    vault: VaultArg = None,
+    if_due: Annotated[
+        bool, typer.Option("--if-due", help="Only when the model or the vault changed.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Choose the ranking and absence thresholds for this vault and model (pseudo-queries)."""
+    import psycopg
+
+    from retriever.db import DatabaseError
+    from retriever.embed import EmbedderError
+
+    try:
+        api = _app(vault)
+        result = api.calibrate(force=not if_due)
+    except (DatabaseError, FileNotFoundError, EmbedderError, psycopg.Error) as exc:
+        _fail(str(exc), as_json)
+        return
+    if as_json:
+        _emit_json({"ok": result.get("status") in ("calibrated", "current"), **result})
+    else:
+        _print_calibration(result)
+    api.close()
+    raise typer.Exit(
+        EXIT_OK if result.get("status") in ("calibrated", "current") else EXIT_DEGRADED
+    )
+
+
+def _print_calibration(result: dict[str, Any]) -> None:
+    status = result.get("status")
+    if status == "current":
+        out.print("calibration is current (nothing changed since)")
+        return
+    if status != "calibrated":
+        err.print(f"[yellow]⚠[/yellow] {result.get('message')}")
+        return
+    out.print(f"{result['queries']} pseudo-queries {result['kinds']}, "
+              f"{result['choose']} to choose on, {result['report']} to report on "
+              f"({result['seconds']['total']:.1f} s)")  # fmt: skip
+    out.print(f"chosen: {result['label']}  nDCG@10 choose {result['ndcg_choose']:.3f}"
+              f"  report {result['ndcg_report']:.3f}", highlight=False)  # fmt: skip
+    out.print(f"{'candidate':<44}{'choose':>8}{'report':>8}")
+    for row in result["candidates"]:
+        out.print(
+            f"{row['ranking']:<44}{row['choose']:>8.3f}{row['report']:>8.3f}", highlight=False
+        )
+    for arm, fit in (result.get("absence") or {}).items():
+        rep = fit["report"]
+        out.print(f"absence ({arm}): flags {rep['absent_flagged']:.0%} of left-out queries,"
+                  f" {rep['answerable_flagged']:.0%} of answerable ones (report half)")  # fmt: skip
 
 
 @app.command()
@@ -354,6 +421,11 @@ def _print_eval(report: dict[str, Any]) -> None:
         out.print(f"{r['config']:<22}{cells}{lat['p50']:>8.1f}{lat['p95']:>8.1f}", highlight=False)
         if r.get("modes_used") and r["config"] != "lexical" and r["modes_used"] == ["lexical"]:
             err.print(f"  [yellow]⚠ {r['config']} ran lexical only (no embedder)[/yellow]")
+    if report.get("calibration") is not None:
+        from retriever.calibration_store import summary
+
+        out.print(f"calibration: {describe_calibration(summary(report['calibration']))}",
+                  highlight=False)  # fmt: skip
     for r in report["results"]:
         for kind, m in (r.get("per_kind") or {}).items():
             out.print(f"  {r['config']:<22} {kind:<12} nDCG@10 {m['ndcg@10']:.3f}  "

@@ -43,16 +43,46 @@ class Settings(BaseSettings):
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
 
-    fusion: str = Field(default="linear", description="linear | rrf | rrf30 | interleave")
-    graph: bool = Field(default=True, description="Lift linked neighbours (random walk)")
-    graph_weight: float = 1.0
-    semantic_weight: float = Field(
-        default=0.5, description="Semantic weight relative to lexical (1.0)"
+    # Ranking: calibrated per (vault, model) after indexing; a value set here overrides
+    # the calibrated choice (unset = calibrated, or the defaults before calibration).
+    fusion: str = Field(
+        default="auto", description="auto | linear | rrf | rrf30 | interleave | lexical | semantic"
     )
-    doc_weight: float = Field(default=0.0, description="Weight of document-level BM25 in fusion")
+    graph: bool = Field(default=True, description="Lift linked neighbours (random walk)")
+    graph_weight: float | None = None
+    semantic_weight: float | None = Field(
+        default=None, description="Semantic weight relative to lexical (1.0)"
+    )
+    title_weight: float | None = Field(default=None, description="Weight of the title/alias arm")
+    rrf_k: float | None = None
+    identifier_lean: float | None = Field(
+        default=None, description="Lexical weight multiplier for identifier-like queries"
+    )
+    calibrate: bool = Field(default=True, description="Calibrate after indexing when due")
+    calibrate_drift: float = Field(
+        default=0.2, description="Recalibrate once this share of notes changed"
+    )
+    absent_false_rate: float = Field(
+        default=0.05, description="Share of answerable pseudo-queries absence may flag"
+    )
     budget_tokens: int = 1200
-    absent_coverage: float = Field(default=0.4, description="likely_absent below this coverage")
+    absent_coverage: float = Field(
+        default=0.4, description="Uncalibrated likely_absent: below this coverage"
+    )
     absent_cosine: float = Field(default=0.7, description="... and below this best cosine")
+
+    def ranking_overrides(self) -> dict[str, object]:
+        """The ranking choices set explicitly, which calibration must not change."""
+        from retriever.ranking import FUSION_CHOICES
+
+        out: dict[str, object] = dict(FUSION_CHOICES.get(self.fusion, {}))
+        for name in ("semantic_weight", "graph_weight", "title_weight", "rrf_k", "identifier_lean"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        if not self.graph:
+            out["graph_weight"] = 0.0
+        return out
 
     fresh_search: bool = Field(
         default=True, description="Re-index changed files before each search"

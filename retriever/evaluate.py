@@ -20,6 +20,7 @@ import ir_measures
 from ir_measures import RR, R, Success, nDCG
 
 from retriever.app import Retriever
+from retriever.ranking import Ranking
 
 MEASURES = [nDCG @ 10, R @ 10, RR, Success @ 1, Success @ 3]
 NAMES = {"nDCG@10": "ndcg@10", "R@10": "recall@10", "RR": "mrr", "Success@1": "hit@1",
@@ -39,19 +40,26 @@ class Case:
 class Config:
     name: str
     mode: str = "hybrid"
-    fusion: str | None = None
-    graph: bool | None = None
+    ranking: Ranking | None = None  # fixed; None: the calibrated ranking
+    overrides: tuple[tuple[str, float], ...] = ()  # over the calibrated ranking
 
 
+_FIXED = Ranking("rrf", 1.0, 60.0, title_weight=0.0, graph_weight=0.0)
+CALIBRATED = Config("calibrated")
 ABLATIONS = [
-    Config("lexical", mode="lexical", graph=False),
-    Config("semantic", mode="semantic", graph=False),
-    Config("hybrid-linear", fusion="linear", graph=False),
-    Config("hybrid-rrf60", fusion="rrf", graph=False),
-    Config("hybrid-rrf30", fusion="rrf30", graph=False),
-    Config("hybrid-interleave", fusion="interleave", graph=False),
-    Config("hybrid-linear+graph", fusion="linear", graph=True),
-    Config("hybrid-rrf60+graph", fusion="rrf", graph=True),
+    Config("lexical", mode="lexical", ranking=Ranking("lexical", graph_weight=0.0)),
+    Config("semantic", mode="semantic", ranking=Ranking("semantic", graph_weight=0.0)),
+    Config("hybrid-linear", ranking=Ranking("linear", 0.5, graph_weight=0.0)),
+    Config("hybrid-rrf60", ranking=_FIXED),
+    Config("hybrid-rrf30", ranking=_FIXED.with_(rrf_k=30.0)),
+    Config("hybrid-interleave", ranking=Ranking("interleave", 2.0, graph_weight=0.0)),
+    Config("hybrid-linear+graph", ranking=Ranking("linear", 0.5, graph_weight=1.0)),
+    Config("hybrid-rrf60+graph", ranking=_FIXED.with_(graph_weight=1.0)),
+    Config("hybrid-rrf60+title", ranking=_FIXED.with_(title_weight=0.5)),
+    Config("hybrid-rrf60+title+graph", ranking=_FIXED.with_(title_weight=0.5, graph_weight=0.5)),
+    CALIBRATED,
+    Config("calibrated-title", overrides=(("title_weight", 0.0),)),
+    Config("calibrated-graph", overrides=(("graph_weight", 0.0),)),
 ]
 
 
@@ -126,7 +134,7 @@ def run_config(
     for case in cases:
         started = time.perf_counter()
         result = app.search(case.queries, budget_tokens=budget, mode=config.mode,
-                            fusion=config.fusion, graph=config.graph, fresh=False)  # fmt: skip
+                            ranking=config.ranking, overrides=dict(config.overrides), fresh=False)  # fmt: skip
         latencies.append((time.perf_counter() - started) * 1000)
         for rank, path in enumerate(result.ranked_paths[:100], start=1):
             run.append(ir_measures.ScoredDoc(case.id, path, 1.0 / rank))
@@ -188,11 +196,11 @@ def _percentile(values: Sequence[float], pct: float) -> float:
 
 def evaluate(app: Retriever, cases: Sequence[Case], *, ablate: bool, budget: int = 1200,
              keep_per_case: bool = False) -> dict[str, Any]:  # fmt: skip
-    configs = ABLATIONS if ablate else [Config("default")]
+    configs = ABLATIONS if ablate else [CALIBRATED]
     results = []
     for config in configs:
         r = run_config(app, cases, config, budget)
         if not keep_per_case:
             r.pop("_per_case")
         results.append(r)
-    return {"cases": len(cases), "results": results}
+    return {"cases": len(cases), "results": results, "calibration": app.calibration()}

@@ -28,6 +28,7 @@ from pathlib import Path
 import psycopg
 
 from retriever import store
+from retriever.calibration_store import note_vault_change
 from retriever.chunk import CHUNKER_VERSION, Link
 from retriever.config import Settings
 from retriever.db import INDEX_LOCK_KEY, Database
@@ -72,12 +73,14 @@ class IndexReport:
     interrupted: bool = False
     seconds: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)  # seconds per stage
+    calibration: dict[str, object] | None = None  # set when the run recalibrated
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
 ProgressFn = Callable[[str, int, int], None]
+LOCK_BUSY = "another indexer is running; skipped"
 
 
 class _StopFlag:
@@ -150,7 +153,7 @@ def index_vault(
             row = lock_conn.execute("SELECT pg_try_advisory_lock(%s)", (INDEX_LOCK_KEY,)).fetchone()
             if not row or not row[0]:
                 lock_conn.autocommit = False
-                report.warnings.append("another indexer is running; skipped")
+                report.warnings.append(LOCK_BUSY)
                 return report
         try:
             with _StopFlag() as flag:
@@ -241,6 +244,7 @@ def _run(
             if not halt.is_set():
                 store.set_meta(conn, "pipeline_version", PIPELINE_VERSION)
             store.set_meta(conn, "last_index", {"at": time.time(), "vault": str(vault)})
+            note_vault_change(conn, report.files_changed + report.files_deleted)
         conn.commit()
         lap("gc")
 

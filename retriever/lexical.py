@@ -253,6 +253,16 @@ def _stats(
     return float(n), float(avg or 1.0), found
 
 
+def term_idf(conn: psycopg.Connection, terms: Sequence[str]) -> tuple[dict[str, float], float]:
+    """(IDF over passages of each known term, the IDF of a term no passage holds)."""
+    row = conn.execute("SELECT n_chunks FROM lex_stats WHERE id = 1").fetchone()
+    n = float(row[0]) if row else 0.0
+    found = conn.execute(
+        "SELECT term, df FROM lexicon WHERE term = ANY(%s) AND df > 0", (list(terms),)
+    ).fetchall()
+    return {t: idf(n, float(df)) for t, df in found}, idf(n, 0.0)
+
+
 def bm25_search(
     conn: psycopg.Connection,
     query: Counter[str],

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,11 +15,14 @@ import numpy as np
 import psycopg
 
 from retriever import store
+from retriever.absence import AbsenceModel, signals
 from retriever.budget import allocate, estimate_tokens
+from retriever.calibration_store import LEXICAL_KEY, CalibrationCache
 from retriever.embed import Embedder, EmbedderError, InvalidVectorError
-from retriever.fuse import FUSIONS, RankedList, interleave, linear, rrf
 from retriever.graph import LinkGraph, random_walk_scores
-from retriever.lexical import BM25Params, bm25_search, query_terms
+from retriever.lexical import BM25Params, bm25_search, query_terms, term_idf
+from retriever.ranking import DEFAULT_RANKING, GRAPH_NEIGHBOURS, Arms, Ranking, Walk, fuse
+from retriever.titles import TitleCache
 from retriever.vector import QueryVectorCache, vector_search
 
 MODES = ("hybrid", "lexical", "semantic")
@@ -30,9 +32,9 @@ HARD_QUERY_LIMIT = 100_000  # longer than this is refused, not truncated
 MIN_BUDGET, MAX_BUDGET = 50, 20_000
 ARM_DEPTH = 50  # candidates per arm and query
 
-# Absence thresholds, calibrated on the eval's unanswerable cases (test vault + Dendron,
-# m2v-minilm-256): flags 73% / 50% of them, 11% / 20% of answerable ones. The cosine one
-# depends on the model: recalibrate (RETRIEVER_ABSENT_COSINE) for another.
+# The uncalibrated absence rule (vaults too small to calibrate): few query terms in the
+# best passage and a weak best cosine. The cosine threshold suits static models only;
+# calibration replaces both with a model fitted to the vault and its model.
 ABSENT_COVERAGE = 0.4
 ABSENT_COSINE = 0.7
 
@@ -47,14 +49,10 @@ class SearchInputError(ValueError):
 class SearchOptions:
     budget_tokens: int = 1200
     mode: str = "hybrid"
-    fusion: str = "linear"
-    rrf_k: float = 60.0
-    graph: bool = True
-    graph_weight: float = 1.0
-    semantic_weight: float = 0.5
+    ranking: Ranking | None = None  # a fixed ranking (eval ablation); None: calibrated
+    overrides: dict[str, Any] = field(default_factory=dict)  # settings/flags over calibration
     absent_coverage: float = ABSENT_COVERAGE
     absent_cosine: float = ABSENT_COSINE
-    doc_weight: float = 0.0  # weight of the document-level BM25 list (eval: no gain)
     folder: str | None = None
     tags: list[str] | None = None
     note_type: str | None = None
@@ -101,6 +99,9 @@ class SearchResult:
     budget_tokens: int
     used_tokens: int
     fusion: str
+    ranking: str = ""
+    calibration: str = ""
+    signals: dict[str, float] = field(default_factory=dict)  # what likely_absent weighed
     refreshed_files: int = 0
     took_ms: float = 0.0
     ranked_paths: list[str] = field(default_factory=list)  # full document ranking (eval)
@@ -116,6 +117,9 @@ class SearchResult:
             "budget_tokens": self.budget_tokens,
             "used_tokens": self.used_tokens,
             "fusion": self.fusion,
+            "ranking": self.ranking,
+            "calibration": self.calibration,
+            "signals": {k: round(v, 3) for k, v in self.signals.items()},
             "refreshed_files": self.refreshed_files,
             "took_ms": round(self.took_ms, 1),
             "hits": [h.to_dict() for h in self.hits],
@@ -164,8 +168,6 @@ def validate_queries(queries: str | Sequence[str]) -> list[str]:
 def _check_options(opts: SearchOptions) -> None:
     if opts.mode not in MODES:
         raise SearchInputError(f"mode must be one of {', '.join(MODES)}")
-    if opts.fusion not in FUSIONS:
-        raise SearchInputError(f"fusion must be one of {', '.join(FUSIONS)}")
     if not MIN_BUDGET <= opts.budget_tokens <= MAX_BUDGET:
         raise SearchInputError(f"budget_tokens must be between {MIN_BUDGET} and {MAX_BUDGET}")
     if not 1 <= opts.limit <= 200:
@@ -238,11 +240,13 @@ def _fetch_chunks(conn: psycopg.Connection, ids: Sequence[int]) -> dict[int, _Ch
 
 
 class Searcher:
-    """Holds per-process caches (query vectors, link graph) across searches."""
+    """Holds per-process caches (query vectors, link graph, note names, calibrations)."""
 
     def __init__(self) -> None:
         self.vectors = QueryVectorCache()
         self.graph = LinkGraph()
+        self.titles = TitleCache()
+        self.calibrations = CalibrationCache()
         self._pending: tuple[object, int, int | None] | None = None  # (generation, model, n)
 
     def _pending_vectors(self, conn: psycopg.Connection, model: int) -> int | None:
@@ -260,6 +264,24 @@ class Searcher:
         self._pending = (generation, model, count)
         return count
 
+    def semantic_model(
+        self, conn: psycopg.Connection, embedder: Embedder | None, embed_error: str | None
+    ) -> tuple[tuple[int, int] | None, str | None]:
+        """(model row, degraded reason) for the semantic arm; no row: lexical only."""
+        if embedder is None:
+            return None, f"embedder unavailable: {embed_error or 'no model configured'}"
+        model = store.model_row(conn, embedder.fingerprint)
+        pending = self._pending_vectors(conn, model[0]) if model else None
+        if model is None or pending is None:
+            return None, "no passage has a vector for the current model yet (run index)"
+        if pending:
+            # Still hybrid, but the semantic arm cannot see every passage: say so.
+            return model, (
+                f"{pending} passages still lack vectors (run `retriever index`); "
+                "semantic results are partial"
+            )
+        return model, None
+
     def search(
         self,
         conn: psycopg.Connection,
@@ -273,220 +295,135 @@ class Searcher:
         """Returns the result and, if the embedder failed mid-search, its error."""
         _check_options(opts)
         started = time.perf_counter()
-        mode = opts.mode
-        degraded: str | None = None
-        failure: str | None = None
+        mode, degraded, failure = opts.mode, None, None
         model: tuple[int, int] | None = None
         if mode in ("hybrid", "semantic"):
-            if embedder is None:
-                degraded = f"embedder unavailable: {embed_error or 'no model configured'}"
-            else:
-                model = store.model_row(conn, embedder.fingerprint)
-                pending = self._pending_vectors(conn, model[0]) if model else None
-                if model is None or pending is None:
-                    degraded = "no passage has a vector for the current model yet (run index)"
-                    model = None
-                elif pending:
-                    # Still hybrid, but the semantic arm cannot see every passage: say so.
-                    degraded = (
-                        f"{pending} passages still lack vectors (run `retriever index`); "
-                        "semantic results are partial"
-                    )
+            model, degraded = self.semantic_model(conn, embedder, embed_error)
             if model is None:
                 mode = "lexical"
-
         where, fparams = _doc_filter(opts)
-        lex_extra = f"AND t.doc_id IN (SELECT d.id FROM documents d WHERE {where})" if where else ""
-        lexical_lists: list[list[int]] = []
-        semantic_lists: list[list[int]] = []
-        semantic_scores: list[dict[int, float]] = []
-        cosine: dict[int, float] = {}
-        qterms = [query_terms(q) for q in queries]
-
-        doc_lists: list[list[int]] = []
-        lexical_scores: list[dict[int, float]] = []
-        if mode in ("hybrid", "lexical"):
-            lexical_lists, doc_lists, lexical_scores = self._lexical(
-                conn, qterms, opts, lex_extra, fparams
-            )
-        if mode in ("hybrid", "semantic") and embedder is not None and model is not None:
-            qvecs: list[np.ndarray] = []
+        qvecs: list[np.ndarray] | None = None
+        if model is not None and embedder is not None:
             try:
-                for q in queries:
-                    try:
-                        qvecs.append(self.vectors.get(embedder, [q])[0])
-                    except InvalidVectorError:
-                        continue  # no word the model knows: this query has no semantic arm
+                qvecs = self.query_vectors(embedder, queries)
             except EmbedderError as exc:
                 failure = str(exc)
-                degraded = f"embedder failed: {exc}"
-                mode, qvecs = "lexical", []
-                if not lexical_lists:
-                    lexical_lists, doc_lists, _ = self._lexical(
-                        conn, qterms, opts, lex_extra, fparams
-                    )
-            for qv in qvecs:
-                rows = vector_search(conn, model[0], model[1], np.asarray(qv), limit=ARM_DEPTH,
-                                     doc_filter=where, filter_params=fparams)  # fmt: skip
-                semantic_lists.append([r[0] for r in rows])
-                semantic_scores.append(dict(rows))
-                for cid, cos in rows:
-                    cosine[cid] = max(cosine.get(cid, -1.0), cos)
-
-        scores, graph_list = self._fuse(
-            conn,
-            queries,
-            opts,
-            lexical_lists,
-            semantic_lists,
-            doc_lists,
-            where,
-            fparams,
-            lexical_scores=lexical_scores,
-            semantic_scores=semantic_scores,
-        )
+                degraded, mode, model = f"embedder failed: {exc}", "lexical", None
+        scope = Scope(where, fparams)
+        arms = self.gather(conn, queries, mode, model, qvecs, scope, opts.bm25)
+        ranking, absence, calibration = self.ranking_for(conn, opts, embedder, bool(arms.semantic))
+        scores, lifted = fuse(arms, ranking, first_chunk=self.titles.first_chunk,
+                              walk=self.walker(conn, scope))  # fmt: skip
         ranked_ids = sorted(scores, key=lambda c: (-scores[c], c))
-        rows = _fetch_chunks(conn, ranked_ids[: max(opts.limit * 3, 60)] + graph_list)
+        rows = _fetch_chunks(conn, ranked_ids[: max(opts.limit * 3, 60)] + lifted)
         ranked_ids = [c for c in ranked_ids if c in rows]
-        hits, ranked_paths = self._deliver(ranked_ids, rows, scores, opts, lexical_lists,
-                                           semantic_lists, graph_list, vault)  # fmt: skip
-
-        all_terms = set().union(*qterms) if qterms else set()
-        coverage = 0.0
-        if ranked_ids and all_terms:
-            best_terms = _chunk_terms(conn, ranked_ids[0])
-            coverage = max(
-                (len(set(t) & best_terms) / len(set(t)) for t in qterms if t), default=0.0
-            )
-        best_cos = max(cosine.values()) if cosine else None
-        likely_absent = not hits or (
-            coverage < opts.absent_coverage and (best_cos is None or best_cos < opts.absent_cosine)
-        )
-        used = sum(h.tokens for h in hits)
+        hits, ranked_paths = self._deliver(ranked_ids, rows, scores, opts, arms, lifted, vault)
+        coverage = _coverage(conn, ranked_ids[0], queries) if ranked_ids else 0.0
+        sig = signals(arms, coverage)
+        if not hits:
+            likely_absent = True
+        elif absence is not None:
+            likely_absent = absence.absent(sig)
+        else:
+            likely_absent = default_absent(sig, opts, semantic=bool(arms.semantic))
         result = SearchResult(
             queries=queries, mode=mode, degraded_reason=degraded, hits=hits, coverage=coverage,
-            best_cosine=best_cos, likely_absent=likely_absent, budget_tokens=opts.budget_tokens,
-            used_tokens=used, fusion=opts.fusion if mode == "hybrid" else mode,
-            took_ms=(time.perf_counter() - started) * 1000, ranked_paths=ranked_paths,
+            best_cosine=sig["best_cosine"] if arms.semantic else None, likely_absent=likely_absent,
+            budget_tokens=opts.budget_tokens, used_tokens=sum(h.tokens for h in hits),
+            fusion=ranking.method if mode == "hybrid" else mode, ranking=ranking.label(),
+            calibration=calibration, signals=sig, took_ms=(time.perf_counter() - started) * 1000,
+            ranked_paths=ranked_paths,
         )  # fmt: skip
         return result, failure
 
-    def _fuse(
+    def query_vectors(self, embedder: Embedder, queries: list[str]) -> list[np.ndarray]:
+        """One vector per query the model can embed (a query of unknown words has none)."""
+        out: list[np.ndarray] = []
+        for q in queries:
+            try:
+                out.append(self.vectors.get(embedder, [q])[0])
+            except InvalidVectorError:
+                continue
+        return out
+
+    def gather(
         self,
         conn: psycopg.Connection,
         queries: list[str],
-        opts: SearchOptions,
-        lexical_lists: list[list[int]],
-        semantic_lists: list[list[int]],
-        doc_lists: list[list[int]],
-        where: str,
-        fparams: dict[str, object],
-        lexical_scores: list[dict[int, float]],
-        semantic_scores: list[dict[int, float]],
-    ) -> tuple[dict[int, float], list[int]]:
-        lex_weight = 2.0 if any(looks_like_identifier(q) for q in queries) else 1.0
-        if semantic_lists and lexical_lists and opts.fusion == "interleave":
-            scores: dict[int, float] = interleave(semantic_lists, lexical_lists)  # type: ignore[assignment]
-        elif semantic_lists and lexical_lists and opts.fusion == "linear":
-            alpha = opts.semantic_weight / (opts.semantic_weight + lex_weight)
-            scores = linear(lexical_scores, semantic_scores, alpha=alpha)  # type: ignore[assignment]
-        else:
-            k = 30.0 if opts.fusion == "rrf30" else opts.rrf_k
-            lists = [RankedList("lexical", ids, lex_weight) for ids in lexical_lists]
-            lists += [RankedList("semantic", ids, opts.semantic_weight) for ids in semantic_lists]
-            lists += [RankedList("lexical", ids, opts.doc_weight * lex_weight) for ids in doc_lists]
-            scores = rrf(lists, k=k)  # type: ignore[assignment]
-        graph_list: list[int] = []
-        if opts.graph and scores:
-            graph_list = self._graph_arm(conn, scores, where, fparams)
-            # A third ranked list: neighbours of the best hits, weighted below the direct arms.
-            k = 30.0 if opts.fusion == "rrf30" else opts.rrf_k
-            if opts.fusion in ("interleave", "linear"):
-                # Scores there are not RRF sums: scale the graph list to the best score.
-                top = max(scores.values())
-                for rank, cid in enumerate(graph_list, start=1):
-                    scores[cid] = scores.get(cid, 0.0) + opts.graph_weight * 0.25 * top / rank
-            else:
-                for rank, cid in enumerate(graph_list, start=1):
-                    scores[cid] = scores.get(cid, 0.0) + opts.graph_weight / (k + rank)
-        return scores, graph_list
-
-    def _lexical(
-        self,
-        conn: psycopg.Connection,
-        qterms: list[Counter[str]],
-        opts: SearchOptions,
-        extra: str,
-        fparams: dict[str, object],
-    ) -> tuple[list[list[int]], list[list[int]], list[dict[int, float]]]:
-        """Chunk-level BM25 lists and, when enabled, document-level BM25 lists (each note
-        represented by its best-ranked chunk, else its opening chunk)."""
-        chunk_lists: list[list[int]] = []
-        doc_lists: list[list[int]] = []
-        lexical_scores: list[dict[int, float]] = []
-        for terms in qterms:
-            rows = bm25_search(conn, terms, limit=ARM_DEPTH, params=opts.bm25,
-                               extra_sql=extra, extra_params=fparams)  # fmt: skip
-            chunk_lists.append([r[0] for r in rows])
-            lexical_scores.append(dict(rows))
-            if opts.doc_weight <= 0:
-                continue
-            docs = bm25_search(conn, terms, limit=ARM_DEPTH, params=opts.bm25, level="document",
-                               extra_sql=extra, extra_params=fparams)  # fmt: skip
-            if not docs:
-                continue
-            doc_ids = [d for d, _ in docs]
-            best: dict[int, int] = {}  # doc -> its best-ranked chunk in the chunk list
-            if chunk_lists[-1]:
-                order = {c: i for i, c in enumerate(chunk_lists[-1])}
-                owners = conn.execute(
-                    "SELECT id, doc_id FROM chunks WHERE id = ANY(%s)", (chunk_lists[-1],)
-                ).fetchall()
-                for cid, did in sorted(owners, key=lambda r: order[int(r[0])]):
-                    best.setdefault(int(did), int(cid))
-            missing = [d for d in doc_ids if d not in best]
-            if missing:
-                for did, cid in conn.execute(
-                    "SELECT DISTINCT ON (doc_id) doc_id, id FROM chunks WHERE doc_id = ANY(%s)"
-                    " ORDER BY doc_id, ordinal",
-                    (missing,),
-                ).fetchall():
-                    best[int(did)] = int(cid)
-            doc_lists.append([best[d] for d in doc_ids if d in best])
-        return chunk_lists, doc_lists, lexical_scores
-
-    def _graph_arm(
-        self,
-        conn: psycopg.Connection,
-        scores: dict[int, float],
-        where: str,
-        fparams: dict[str, object],
-    ) -> list[int]:
-        top = sorted(scores, key=lambda c: -scores[c])[:10]
-        if not top:
-            return []
-        docs = dict(
-            conn.execute("SELECT id, doc_id FROM chunks WHERE id = ANY(%s)", (top,)).fetchall()
+        mode: str,
+        model: tuple[int, int] | None,
+        qvecs: list[np.ndarray] | None,
+        scope: Scope,
+        bm25: BM25Params,
+    ) -> Arms:
+        """Run every arm the mode allows for ``queries`` (no fusion yet)."""
+        arms = Arms(identifier=any(looks_like_identifier(q) for q in queries))
+        lex_extra = (
+            f"AND t.doc_id IN (SELECT d.id FROM documents d WHERE {scope.where})"
+            if scope.where
+            else ""
         )
-        seeds: dict[int, float] = defaultdict(float)
-        for cid in top:
-            if cid in docs:
-                seeds[int(docs[cid])] += scores[cid]
-        graph = self.graph.get(conn)
-        walk = random_walk_scores(graph, seeds)
-        neighbours = list(walk)[:10]
-        if not neighbours:
-            return []
-        # Each neighbour note is represented by its first chunk (the note's opening).
-        rows = conn.execute(
-            "SELECT DISTINCT ON (c.doc_id) c.doc_id, c.id FROM chunks c"
-            " JOIN documents d ON d.id = c.doc_id WHERE c.doc_id = ANY(%(n)s)"
-            + (f" AND {where}" if where else "")
-            + " ORDER BY c.doc_id, c.ordinal",
-            {"n": neighbours, **fparams},
-        ).fetchall()
-        first = {int(d): int(c) for d, c in rows}
-        return [first[d] for d in neighbours if d in first]
+        if mode in ("hybrid", "lexical"):
+            for q in queries:
+                rows = bm25_search(conn, query_terms(q), limit=ARM_DEPTH, params=bm25,
+                                   extra_sql=lex_extra, extra_params=scope.params)  # fmt: skip
+                arms.lexical.append(dict(rows))
+            arms.title = self._titles(conn, queries, scope)
+        if mode in ("hybrid", "semantic") and model is not None:
+            for qv in qvecs or []:
+                rows = vector_search(conn, model[0], model[1], np.asarray(qv), limit=ARM_DEPTH,
+                                     doc_filter=scope.where, filter_params=scope.params)  # fmt: skip
+                arms.semantic.append(dict(rows))
+        ids = list(arms.chunks())
+        if ids:
+            owners = conn.execute("SELECT id, doc_id FROM chunks WHERE id = ANY(%s)", (ids,))
+            arms.doc_of = {int(c): int(d) for c, d in owners.fetchall()}
+        return arms
+
+    def _titles(
+        self, conn: psycopg.Connection, queries: list[str], scope: Scope
+    ) -> dict[int, float]:
+        index = self.titles.get(conn)
+        words = {t for q in queries for t in query_terms(q) if t not in index.passage_idf}
+        query_idf = term_idf(conn, sorted(words))[0] if words else {}
+        found: dict[int, float] = {}
+        for q in queries:
+            for doc, score in index.search(q, query_idf=query_idf).items():
+                found[doc] = max(found.get(doc, 0.0), score)
+        if found and scope.where:
+            found = {d: found[d] for d in scope.allowed(conn, list(found))}
+        return dict(sorted(found.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def walker(self, conn: psycopg.Connection, scope: Scope) -> Walk:
+        """The link-graph walk for fusion: neighbour notes best first, within the filters."""
+
+        def walk(seeds: Mapping[int, float]) -> list[int]:
+            found = list(random_walk_scores(self.graph.get(conn), seeds))[: GRAPH_NEIGHBOURS * 2]
+            if found and scope.where:
+                allowed = set(scope.allowed(conn, found))
+                found = [d for d in found if d in allowed]
+            return found
+
+        return walk
+
+    def ranking_for(
+        self,
+        conn: psycopg.Connection,
+        opts: SearchOptions,
+        embedder: Embedder | None,
+        semantic: bool,
+    ) -> tuple[Ranking, AbsenceModel | None, str]:
+        """The ranking in force: explicit options, else this model's calibration (with the
+        settings' overrides), else the defaults. Also the absence model and a short note."""
+        if opts.ranking is not None:
+            return opts.ranking, None, "fixed"
+        key = embedder.fingerprint if (semantic and embedder is not None) else LEXICAL_KEY
+        found = self.calibrations.get(conn, key)
+        if found is None:
+            return DEFAULT_RANKING.apply(opts.overrides), None, "default (not calibrated)"
+        absence = found.absence_hybrid if semantic else found.absence_lexical
+        note = "calibrated" if not opts.overrides else "calibrated, with overrides"
+        return found.ranking.apply(opts.overrides), absence, note
 
     def _deliver(
         self,
@@ -494,14 +431,14 @@ class Searcher:
         rows: dict[int, _ChunkRow],
         scores: dict[int, float],
         opts: SearchOptions,
-        lexical_lists: list[list[int]],
-        semantic_lists: list[list[int]],
-        graph_list: list[int],
+        arms: Arms,
+        lifted: list[int],
         vault: Path,
     ) -> tuple[list[Hit], list[str]]:
-        lex_rank = _best_ranks(lexical_lists)
-        sem_rank = _best_ranks(semantic_lists)
-        graph_rank = {c: i for i, c in enumerate(graph_list, start=1)}
+        lex_rank = _best_ranks([list(x) for x in arms.lexical])
+        sem_rank = _best_ranks([list(x) for x in arms.semantic])
+        graph_rank = {c: i for i, c in enumerate(lifted, start=1)}
+        title_docs = {d: i for i, d in enumerate(arms.title, start=1)}
         ranked_paths: list[str] = []
         seen_paths: set[str] = set()
         for cid in ranked_ids:
@@ -512,30 +449,59 @@ class Searcher:
         plan = allocate(candidates, budget=opts.budget_tokens, doc_of=lambda r: r.path,
                         tokens_of=lambda r: r.tokens)  # fmt: skip
         chosen = [candidates[i] for i in plan.kept][: opts.limit]
-        merged = _merge_adjacent(chosen)
         stale_cache: dict[str, bool] = {}
         hits: list[Hit] = []
-        for group in merged:
+        for group in _merge_adjacent(chosen):
             head = group[0]
             text = "\n".join(r.text for r in group)
             if head.path not in stale_cache:
                 stale_cache[head.path] = _is_stale(vault, head)
+            ranks = {"lexical": _min_rank(lex_rank, group), "semantic": _min_rank(sem_rank, group),
+                     "graph": _min_rank(graph_rank, group), "title": title_docs.get(head.doc_id)}  # fmt: skip
             hits.append(
-                Hit(
-                    path=head.path, title=head.title, heading_trail=head.trail,
+                Hit(path=head.path, title=head.title, heading_trail=head.trail,
                     start_line=min(r.start for r in group), end_line=max(r.end for r in group),
-                    text=text, score=round(max(scores[r.id] for r in group), 6),
-                    ranks={"lexical": _min_rank(lex_rank, group), "semantic": _min_rank(sem_rank, group),
-                           "graph": _min_rank(graph_rank, group)},
+                    text=text, score=round(max(scores[r.id] for r in group), 6), ranks=ranks,
                     passage_hash=head.hash.hex(), stale=stale_cache[head.path],
-                    content_type=head.ctype, tokens=estimate_tokens(text),
-                )
+                    content_type=head.ctype, tokens=estimate_tokens(text))
             )  # fmt: skip
         if hits and hits[0].tokens > opts.budget_tokens:
             # The single best passage alone is over budget (a huge code block or table is
             # never split at index time): deliver its head, cited exactly, and say so.
             _truncate(hits[0], opts.budget_tokens)
         return hits, ranked_paths
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The caller's document filters as SQL over ``documents d`` (values bound)."""
+
+    where: str
+    params: dict[str, object]
+
+    def allowed(self, conn: psycopg.Connection, docs: list[int]) -> list[int]:
+        rows = conn.execute(
+            f"SELECT d.id FROM documents d WHERE d.id = ANY(%(scope_ids)s) AND {self.where}",
+            {"scope_ids": docs, **self.params},
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
+
+def default_absent(sig: Mapping[str, float], opts: SearchOptions, *, semantic: bool) -> bool:
+    """The uncalibrated rule: few query terms in the best passage and, when there is a
+    semantic arm, a weak best cosine too (its threshold suits static models)."""
+    if sig["coverage"] >= opts.absent_coverage:
+        return False
+    return not semantic or sig["best_cosine"] < opts.absent_cosine
+
+
+def _coverage(conn: psycopg.Connection, chunk_id: int, queries: list[str]) -> float:
+    """Best share, over the queries, of a query's terms that the chunk holds."""
+    qterms = [set(query_terms(q)) for q in queries]
+    if not any(qterms):
+        return 0.0
+    best_terms = _chunk_terms(conn, chunk_id)
+    return max((len(t & best_terms) / len(t) for t in qterms if t), default=0.0)
 
 
 def _truncate(hit: Hit, budget: int) -> None:

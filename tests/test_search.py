@@ -183,5 +183,5 @@ def test_graph_lifts_a_linked_note_sharing_no_words(app: Retriever) -> None:
 def test_explain_ranks_present(app: Retriever) -> None:
     result = app.search("restic backup")
     top = result.hits[0]
-    assert set(top.ranks) == {"lexical", "semantic", "graph"}
+    assert set(top.ranks) == {"lexical", "semantic", "graph", "title"}
     assert top.ranks["lexical"] is not None or top.ranks["semantic"] is not None

@@ -1,0 +1,418 @@
+"""Calibration: choose the ranking and the absence model for this vault and this model.
+
+1. Pseudo-queries from the vault (``retriever.pseudo``), split by note into a half to
+   choose on and a half to report on.
+2. Every arm runs once per query (BM25, cosine, titles); candidate rankings are then
+   fused in memory, exactly as a search fuses them, and scored by nDCG@10 of the query's
+   note. Coordinate ascent over the fusion method and its weights, the title weight, the
+   graph weight and the identifier lean; a simpler choice wins when the difference is
+   within the noise of the paired per-query differences.
+3. Absence: the same queries with their note left out show what the signals look like
+   when the answer is not there; a logistic model separates the two, its threshold set so
+   that at most ``absent_false_rate`` of answerable queries are flagged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from retriever import absence
+from retriever.calibration_store import LEXICAL_KEY, save
+from retriever.embed import Embedder, InvalidVectorError
+from retriever.lexical import BM25Params, query_terms, term_idf, tokenize
+from retriever.pseudo import NoteSample, PseudoQuery, Section, make_queries, name_key, note_order
+from retriever.ranking import DEFAULT_RANKING, Arms, Ranking, Walk, fuse, ranked_docs
+from retriever.search import Scope, Searcher
+from retriever.titles import note_names
+
+log = logging.getLogger(__name__)
+
+MIN_NOTES = 30  # below this a vault is too small to calibrate: defaults apply
+MAX_QUERIES = 400
+EMBED_BATCH = 64
+MIN_HALF = 15  # pseudo-queries each half needs for a choice worth making
+MIN_ABSENCE_QUERIES = 20  # per half; fewer and the default absence rule stays
+NOISE_FLOOR = 0.002  # nDCG differences below this are never worth a more complex ranking
+
+METHOD_GRID = [
+    DEFAULT_RANKING.with_(title_weight=0.0, graph_weight=0.0),  # first: the simplest
+    *[Ranking("linear", sw) for sw in (0.25, 0.5, 1.0, 2.0, 4.0)],
+    *[Ranking("rrf", sw, k) for k in (20.0, 60.0) for sw in (0.5, 1.0, 2.0)],
+    *[Ranking("interleave", sw) for sw in (1.0, 2.0)],
+]
+SINGLE_ARMS = [Ranking("lexical"), Ranking("semantic")]
+CLEAR_WIN = 2.0  # standard errors by which one arm alone must beat the fusion to replace it
+TITLE_GRID = (0.0, 0.25, 0.5, 1.0, 2.0)
+GRAPH_GRID = (0.0, 0.25, 0.5, 1.0)
+LEAN_GRID = (1.0, 2.0)
+
+
+class CachedWalk:
+    """The graph walk, memoised on its seeds (weights to two decimals of their share):
+    candidate rankings mostly seed it with the same notes."""
+
+    def __init__(self, walk: Walk) -> None:
+        self._walk = walk
+        self._memo: dict[tuple[tuple[int, float], ...], list[int]] = {}
+
+    def __call__(self, seeds: Mapping[int, float]) -> list[int]:
+        total = sum(seeds.values()) or 1.0
+        key = tuple(sorted((d, round(w / total, 2)) for d, w in seeds.items()))
+        if key not in self._memo:
+            self._memo[key] = self._walk(seeds)
+        return self._memo[key]
+
+
+@dataclass(slots=True)
+class Workbench:
+    """Everything candidate rankings are scored on: the queries and their arms."""
+
+    queries: list[PseudoQuery]
+    arms: list[Arms]
+    first_chunk: Callable[[int], int | None]
+    walk: Walk | None
+
+    def ndcg(self, ranking: Ranking, which: Sequence[int]) -> np.ndarray:
+        out = np.zeros(len(which))
+        for n, i in enumerate(which):
+            arms = _copy(self.arms[i])
+            scores, _ = fuse(arms, ranking, first_chunk=self.first_chunk, walk=self.walk)
+            docs = ranked_docs(scores, arms.doc_of)[:10]
+            target = self.queries[i].doc
+            out[n] = 1.0 / math.log2(docs.index(target) + 2) if target in docs else 0.0
+        return out
+
+
+def _copy(arms: Arms) -> Arms:
+    # fuse() records the chunks it adds for titles and links: keep the originals clean.
+    return Arms(arms.lexical, arms.semantic, arms.title, dict(arms.doc_of), arms.identifier)
+
+
+# --- loading ---------------------------------------------------------------------------
+
+
+def load_notes(
+    conn: psycopg.Connection, limit: int
+) -> tuple[list[NoteSample], set[str], set[str], int]:
+    """(sampled notes, names several notes share, headings many notes repeat, note count)."""
+    docs = conn.execute("SELECT id, path, title, aliases FROM documents").fetchall()
+    by_path = {r[1]: r for r in docs}
+    chosen = note_order(by_path)[:limit]
+    ids = [int(by_path[p][0]) for p in chosen]
+    rows = conn.execute(
+        """
+        SELECT c.doc_id, c.id, c.heading_trail, p.text, c.content_type
+        FROM chunks c JOIN passages p ON p.hash = c.passage_hash
+        WHERE c.doc_id = ANY(%s) ORDER BY c.doc_id, c.ordinal
+        """,
+        (ids,),
+    ).fetchall()
+    sections: dict[int, list[Section]] = {}
+    for doc, chunk, trail, text, ctype in rows:
+        sections.setdefault(int(doc), []).append(Section(int(chunk), tuple(trail), text, ctype))
+    anchors = _anchors(conn, ids)
+    notes = [NoteSample(int(by_path[p][0]), p, by_path[p][2], tuple(by_path[p][3]),
+                        tuple(sections.get(int(by_path[p][0]), ())),
+                        tuple(anchors.get(int(by_path[p][0]), ()))) for p in chosen]  # fmt: skip
+    return notes, _shared_names(docs), _common_headings(conn), len(docs)
+
+
+def _anchors(conn: psycopg.Connection, ids: list[int], per_note: int = 8) -> dict[int, list[str]]:
+    """Lines of other notes that link to each note (embeds and frontmatter left out)."""
+    rows = conn.execute(
+        """
+        SELECT l.resolved, l.line - c.start_line, p.text
+        FROM links l
+        JOIN chunks c ON c.doc_id = l.doc_id AND l.line BETWEEN c.start_line AND c.end_line
+        JOIN passages p ON p.hash = c.passage_hash
+        WHERE l.resolved = ANY(%s) AND l.resolved <> l.doc_id AND l.kind IN ('wiki', 'markdown')
+        ORDER BY l.resolved, l.doc_id, l.line
+        """,
+        (ids,),
+    ).fetchall()
+    out: dict[int, list[str]] = {}
+    for doc, offset, text in rows:
+        lines = text.split("\n")
+        found = out.setdefault(int(doc), [])
+        if 0 <= offset < len(lines) and len(found) < per_note and lines[offset] not in found:
+            found.append(lines[offset])
+    return out
+
+
+def _shared_names(docs: Sequence[tuple[Any, ...]]) -> set[str]:
+    seen: dict[str, int] = {}
+    for _, path, title, aliases in docs:
+        for name in note_names(path, title, aliases):
+            key = name_key(name)
+            seen[key] = seen.get(key, 0) + 1
+    return {k for k, n in seen.items() if n > 1}
+
+
+def _common_headings(conn: psycopg.Connection) -> set[str]:
+    rows = conn.execute(
+        """
+        SELECT h, count(DISTINCT doc_id) FROM chunks, unnest(heading_trail[2:]) AS h
+        GROUP BY h HAVING count(DISTINCT doc_id) > 2
+        """
+    ).fetchall()
+    return {name_key(r[0]) for r in rows}
+
+
+def _rarity(conn: psycopg.Connection, notes: Sequence[NoteSample]) -> dict[str, float]:
+    """IDF of every term in the sampled notes (chunk-level, as BM25 sees it)."""
+    terms = {t for n in notes for s in n.sections for t in tokenize(s.text)}
+    return term_idf(conn, sorted(terms))[0]
+
+
+# --- running the arms ------------------------------------------------------------------
+
+
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> list[np.ndarray | None]:
+    """Query vectors in batches; a batch the model refuses is retried one by one."""
+    out: list[np.ndarray | None] = []
+    for start in range(0, len(texts), EMBED_BATCH):
+        batch = list(texts[start : start + EMBED_BATCH])
+        try:
+            out.extend(embedder.embed(batch))
+        except InvalidVectorError:  # one query of unknown words spoils its batch
+            for text in batch:
+                try:
+                    out.append(embedder.embed([text])[0])
+                except InvalidVectorError:
+                    out.append(None)
+    return out
+
+
+def run_arms(
+    conn: psycopg.Connection,
+    searcher: Searcher,
+    queries: Sequence[PseudoQuery],
+    *,
+    embedder: Embedder | None,
+    model: tuple[int, int] | None,
+    bm25: BM25Params,
+) -> list[Arms]:
+    vectors: list[np.ndarray | None] = [None] * len(queries)
+    if embedder is not None and model is not None:
+        vectors = embed_queries(embedder, [q.text for q in queries])
+    mode = "hybrid" if model is not None else "lexical"
+    scope = Scope("", {})
+    out: list[Arms] = []
+    for q, v in zip(queries, vectors, strict=True):
+        arms = searcher.gather(
+            conn, [q.text], mode, model, [v] if v is not None else [], scope, bm25
+        )
+        out.append(arms.without_chunk(q.hide) if q.hide is not None else arms)
+    return out
+
+
+# --- choosing --------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Chooser:
+    """Scores candidates on the choose half (memoised) and picks with a simplicity bias."""
+
+    bench: Workbench
+    choose: list[int]
+    report: list[int]
+    seen: dict[Ranking, np.ndarray]
+
+    def score(self, ranking: Ranking) -> np.ndarray:
+        if ranking not in self.seen:
+            self.seen[ranking] = self.bench.ndcg(ranking, self.choose)
+        return self.seen[ranking]
+
+    def pick(self, candidates: Sequence[Ranking]) -> Ranking:
+        """The first candidate (they come simplest first) whose mean nDCG is within the
+        noise of the best: half the standard error of the paired differences."""
+        best = max(candidates, key=lambda r: (float(self.score(r).mean()), -candidates.index(r)))
+        for ranking in candidates:
+            diff = self.score(best) - self.score(ranking)
+            noise = float(diff.std(ddof=1)) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
+            if float(diff.mean()) <= max(NOISE_FLOOR, 0.5 * noise):
+                return ranking
+        return best
+
+    def clearly_better(self, challenger: Ranking, incumbent: Ranking) -> bool:
+        diff = self.score(challenger) - self.score(incumbent)
+        noise = float(diff.std(ddof=1)) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
+        return float(diff.mean()) > max(NOISE_FLOOR, CLEAR_WIN * noise)
+
+    def table(self) -> list[dict[str, Any]]:
+        rows = []
+        for ranking, scores in self.seen.items():
+            rows.append({"ranking": ranking.label(), "choose": round(float(scores.mean()), 4),
+                         "report": round(float(self.bench.ndcg(ranking, self.report).mean()), 4)})  # fmt: skip
+        return sorted(rows, key=lambda r: -r["choose"])
+
+
+def choose_ranking(chooser: Chooser, *, hybrid: bool) -> Ranking:
+    """Coordinate ascent: fusion method, title weight, graph weight, identifier lean, and
+    the method once more with the others settled."""
+    grid = METHOD_GRID if hybrid else [Ranking("lexical", graph_weight=0.0)]
+    current = chooser.pick([r.with_(title_weight=0.0, graph_weight=0.0) for r in grid])
+    if hybrid:  # an arm alone replaces the fusion only when it clearly wins
+        for arm in SINGLE_ARMS:
+            arm = arm.with_(title_weight=0.0, graph_weight=0.0)
+            if chooser.clearly_better(arm, current):
+                current = arm
+    current = chooser.pick([current.with_(title_weight=t) for t in TITLE_GRID])
+    current = chooser.pick([current.with_(graph_weight=g) for g in GRAPH_GRID])
+    current = chooser.pick([current.with_(identifier_lean=x) for x in LEAN_GRID])
+    if hybrid:
+        settled = {"title_weight": current.title_weight, "graph_weight": current.graph_weight,
+                   "identifier_lean": current.identifier_lean}  # fmt: skip
+        if current.method not in ("lexical", "semantic"):
+            current = chooser.pick([current, *[r.with_(**settled) for r in grid]])
+    return current
+
+
+# --- absence ---------------------------------------------------------------------------
+
+
+def absence_signals(
+    conn: psycopg.Connection, bench: Workbench, ranking: Ranking, which: Sequence[int]
+) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    """Signals of each query with its note there, and with its note left out."""
+    cases: list[tuple[int, Arms, int | None]] = []
+    for i in which:
+        target = bench.queries[i].doc
+        for arms in (_copy(bench.arms[i]), bench.arms[i].without_doc(target)):
+            scores, _ = fuse(arms, ranking, first_chunk=bench.first_chunk, walk=bench.walk)
+            top = min(scores, key=lambda c: (-scores[c], c)) if scores else None
+            cases.append((i, arms, top))
+    terms = _chunk_term_ids(conn, [t for _, _, t in cases if t is not None])
+    ids = _term_ids(conn, {t for q in bench.queries for t in query_terms(q.text)})
+    present: list[dict[str, float]] = []
+    missing: list[dict[str, float]] = []
+    for n, (i, arms, top) in enumerate(cases):
+        qterms = set(query_terms(bench.queries[i].text))
+        held = terms.get(top, set()) if top is not None else set()
+        coverage = sum(1 for t in qterms if ids.get(t) in held) / len(qterms) if qterms else 0.0
+        (present if n % 2 == 0 else missing).append(absence.signals(arms, coverage))
+    return present, missing
+
+
+def _chunk_term_ids(conn: psycopg.Connection, chunks: list[int]) -> dict[int, set[int]]:
+    rows = conn.execute("SELECT id, terms FROM chunks WHERE id = ANY(%s)", (chunks,)).fetchall()
+    return {int(r[0]): set(r[1]) for r in rows}
+
+
+def _term_ids(conn: psycopg.Connection, terms: set[str]) -> dict[str, int]:
+    rows = conn.execute("SELECT term, id FROM lexicon WHERE term = ANY(%s)", (list(terms),))
+    return {r[0]: int(r[1]) for r in rows.fetchall()}
+
+
+def fit_absence(
+    conn: psycopg.Connection,
+    chooser: Chooser,
+    ranking: Ranking,
+    features: Sequence[str],
+    false_rate: float,
+) -> dict[str, Any] | None:
+    """Fit on the choose half, report both rates on the report half. Title queries are
+    left out (they name their note: unlike questions). None when too few are left."""
+    queries = chooser.bench.queries
+    choose = [i for i in chooser.choose if queries[i].kind != "title"]
+    report = [i for i in chooser.report if queries[i].kind != "title"]
+    if min(len(choose), len(report)) < MIN_ABSENCE_QUERIES:
+        return None
+    fit_present, fit_missing = absence_signals(conn, chooser.bench, ranking, choose)
+    model = absence.fit(fit_present, fit_missing, features, max_false_rate=false_rate)
+    rep_present, rep_missing = absence_signals(conn, chooser.bench, ranking, report)
+    return {"model": model.to_dict(), "choose": absence.rates(model, fit_present, fit_missing),
+            "report": absence.rates(model, rep_present, rep_missing)}  # fmt: skip
+
+
+# --- the whole run ---------------------------------------------------------------------
+
+
+def _lexical_only(arms: Arms) -> Arms:
+    return Arms(arms.lexical, [], arms.title, arms.doc_of, arms.identifier)
+
+
+def _summary(chooser: Chooser, ranking: Ranking) -> dict[str, Any]:
+    return {
+        "ranking": ranking.to_dict(),
+        "label": ranking.label(),
+        "ndcg_choose": round(float(chooser.score(ranking).mean()), 4),
+        "ndcg_report": round(float(chooser.bench.ndcg(ranking, chooser.report).mean()), 4),
+        "candidates": chooser.table(),
+    }
+
+
+def calibrate(
+    conn: psycopg.Connection,
+    searcher: Searcher,
+    *,
+    embedder: Embedder | None,
+    model: tuple[int, int] | None,
+    bm25: BM25Params,
+    false_rate: float,
+) -> dict[str, Any]:
+    """Calibrate and store the result for the model (and for lexical-only searches).
+    Returns the report; ``status`` is "calibrated" or "too_small"."""
+    started = time.perf_counter()
+    notes, shared, common, n_docs = load_notes(conn, MAX_QUERIES)
+    if n_docs < MIN_NOTES:
+        return {"status": "too_small", "notes": n_docs, "min_notes": MIN_NOTES,
+                "message": f"{n_docs} notes: too few to calibrate (at least {MIN_NOTES}); "
+                           "the default ranking applies"}  # fmt: skip
+    queries = make_queries(notes, limit=MAX_QUERIES, shared_names=shared, common_headings=common,
+                           rarity=_rarity(conn, notes))  # fmt: skip
+    halves = [sum(q.split == s for q in queries) for s in ("choose", "report")]
+    if min(halves) < MIN_HALF:
+        return {"status": "too_small", "notes": n_docs, "queries": len(queries),
+                "message": f"the notes give only {len(queries)} usable pseudo-queries; "
+                           "the default ranking applies"}  # fmt: skip
+    searcher.titles.get(conn)
+    arms = run_arms(conn, searcher, queries, embedder=embedder, model=model, bm25=bm25)
+    walk = CachedWalk(searcher.walker(conn, Scope("", {})))
+    split = {s: [i for i, q in enumerate(queries) if q.split == s] for s in ("choose", "report")}
+    gathered = time.perf_counter() - started
+    lexical = Chooser(Workbench(queries, [_lexical_only(a) for a in arms],
+                                searcher.titles.first_chunk, walk), split["choose"], split["report"], {})  # fmt: skip
+    lex_ranking = choose_ranking(lexical, hybrid=False)
+    lex_absence = fit_absence(conn, lexical, lex_ranking, absence.LEXICAL_FEATURES, false_rate)
+    base = {"status": "calibrated", "notes": n_docs, "queries": len(queries),
+            "kinds": _count(q.kind for q in queries), "choose": len(split["choose"]),
+            "report": len(split["report"]), "false_rate": false_rate}  # fmt: skip
+    results = {LEXICAL_KEY: {**base, **_summary(lexical, lex_ranking),
+                             "absence": _present({"lexical": lex_absence})}}  # fmt: skip
+    if model is not None and embedder is not None:
+        hybrid = Chooser(Workbench(queries, arms, searcher.titles.first_chunk, walk),
+                         split["choose"], split["report"], {})  # fmt: skip
+        ranking = choose_ranking(hybrid, hybrid=True)
+        results[embedder.fingerprint] = {
+            **base, "model": embedder.model_id, **_summary(hybrid, ranking),
+            "absence": _present({"hybrid": fit_absence(conn, hybrid, ranking,
+                                                       absence.HYBRID_FEATURES, false_rate),
+                                 "lexical": lex_absence}),
+        }  # fmt: skip
+    seconds = round(time.perf_counter() - started, 2)
+    stored = [q.to_dict() for q in queries]
+    for key, result in results.items():
+        result["seconds"] = {"total": seconds, "arms": round(gathered, 2)}
+        save(conn, key, n_docs, stored, result)
+    log.info("calibrated on %d pseudo-queries in %.1fs", len(queries), seconds)
+    return results.get(embedder.fingerprint if embedder and model else LEXICAL_KEY, {})
+
+
+def _present(fits: dict[str, Any]) -> dict[str, Any]:
+    return {arm: fit for arm, fit in fits.items() if fit is not None}
+
+
+def _count(items: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        out[item] = out.get(item, 0) + 1
+    return out

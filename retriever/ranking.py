@@ -1,0 +1,238 @@
+"""Fusion of the arms into one ranking (pure: no database, no model).
+
+The search path and the calibration run the same function, so what calibration measures
+is exactly what a search does. Arms: chunk-level BM25 and cosine lists per query, a
+document-level title/alias arm, and the link-graph walk seeded from the fused top.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+from retriever.fuse import RankedList, interleave, linear, rrf
+
+Method = Literal["linear", "rrf", "interleave", "lexical", "semantic"]
+METHODS: tuple[Method, ...] = ("linear", "rrf", "interleave", "lexical", "semantic")
+GRAPH_SEEDS = 10  # best hits whose notes seed the walk
+GRAPH_NEIGHBOURS = 10  # neighbour notes the walk may lift
+GRAPH_SCALE = 0.25
+GRAPH_ON_WEIGHT = 0.5  # the walk's weight when asked for but calibrated off  # the first neighbour gains this share of the top score per unit weight
+
+Walk = Callable[[Mapping[int, float]], list[int]]  # seed doc weights -> neighbour docs
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """How the arms are combined. ``semantic_weight`` is relative to lexical (1.0): the
+    linear mix is sw / (sw + 1) semantic; for RRF it weights the semantic lists; for
+    interleave it is the number of semantic hits taken per lexical one (at least 1)."""
+
+    method: Method = "linear"
+    semantic_weight: float = 0.5
+    rrf_k: float = 60.0
+    title_weight: float = 0.0
+    graph_weight: float = 1.0
+    identifier_lean: float = 2.0  # lexical weight multiplier for identifier-like queries
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Ranking:
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        return cls(**known)
+
+    def with_(self, **changes: Any) -> Ranking:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def apply(self, overrides: Mapping[str, Any]) -> Ranking:
+        """Settings and flags over this ranking; ``graph: True`` turns a walk that
+        calibration switched off back on at the default weight."""
+        changes = {k: v for k, v in overrides.items() if k != "graph"}
+        out = self.with_(**changes)
+        if overrides.get("graph") and not out.graph_weight:
+            out = replace(out, graph_weight=GRAPH_ON_WEIGHT)
+        return out
+
+    def label(self) -> str:
+        """Short human name, e.g. ``linear(sw=0.5)+title0.5+graph1``."""
+        if self.method in ("lexical", "semantic"):
+            head = f"{self.method} only"
+        elif self.method == "linear":
+            head = f"linear(sw={self.semantic_weight:g})"
+        elif self.method == "rrf":
+            head = f"rrf(k={self.rrf_k:g},sw={self.semantic_weight:g})"
+        else:
+            head = f"interleave({max(1, round(self.semantic_weight))}:1)"
+        if self.title_weight:
+            head += f"+title{self.title_weight:g}"
+        if self.graph_weight:
+            head += f"+graph{self.graph_weight:g}"
+        if self.identifier_lean != 1.0:
+            head += f"+ident{self.identifier_lean:g}"
+        return head
+
+
+@dataclass(slots=True)
+class Arms:
+    """What the retrieval arms found for one search (all ids are database ids)."""
+
+    lexical: list[dict[int, float]] = field(default_factory=list)  # chunk -> BM25, best first
+    semantic: list[dict[int, float]] = field(default_factory=list)  # chunk -> cosine
+    title: dict[int, float] = field(default_factory=dict)  # doc -> title score, best first
+    doc_of: dict[int, int] = field(default_factory=dict)  # chunk -> doc, every chunk above
+    identifier: bool = False  # the query looks like code: lexical leans in
+
+    def chunks(self) -> set[int]:
+        out: set[int] = set()
+        for lists in (self.lexical, self.semantic):
+            for ranked in lists:
+                out.update(ranked)
+        return out
+
+    def without_chunk(self, chunk: int) -> Arms:
+        """The arms with one passage left out (the inverse-cloze pseudo-queries)."""
+        return Arms(
+            lexical=[{c: s for c, s in r.items() if c != chunk} for r in self.lexical],
+            semantic=[{c: s for c, s in r.items() if c != chunk} for r in self.semantic],
+            title=dict(self.title),
+            doc_of={c: d for c, d in self.doc_of.items() if c != chunk},
+            identifier=self.identifier,
+        )
+
+    def without_doc(self, doc: int) -> Arms:
+        """The arms as they would be if note ``doc`` did not exist (leave-one-out)."""
+        keep = {c for c, d in self.doc_of.items() if d != doc}
+        return Arms(
+            lexical=[{c: s for c, s in r.items() if c in keep} for r in self.lexical],
+            semantic=[{c: s for c, s in r.items() if c in keep} for r in self.semantic],
+            title={d: s for d, s in self.title.items() if d != doc},
+            doc_of={c: d for c, d in self.doc_of.items() if c in keep},
+            identifier=self.identifier,
+        )
+
+
+# Uncalibrated default (a vault too small to calibrate, or before the first calibration):
+# RRF is the fusion least sensitive to how a model spreads its scores.
+DEFAULT_RANKING = Ranking(method="rrf", semantic_weight=1.0, rrf_k=60.0, title_weight=0.5,
+                          graph_weight=0.5, identifier_lean=2.0)  # fmt: skip
+
+# What ``--fusion`` / RETRIEVER_FUSION name; "auto" keeps the calibrated choice.
+FUSION_CHOICES: dict[str, dict[str, Any]] = {
+    "auto": {},
+    "linear": {"method": "linear"},
+    "rrf": {"method": "rrf", "rrf_k": 60.0},
+    "rrf30": {"method": "rrf", "rrf_k": 30.0},
+    "interleave": {"method": "interleave"},
+    "lexical": {"method": "lexical"},
+    "semantic": {"method": "semantic"},
+}
+
+
+def fuse(
+    arms: Arms,
+    ranking: Ranking,
+    *,
+    first_chunk: Callable[[int], int | None],
+    walk: Walk | None = None,
+) -> tuple[dict[int, float], list[int]]:
+    """Chunk scores (higher is better) and the chunks the graph walk lifted, in order.
+
+    ``first_chunk`` gives a note's opening chunk, which stands for a note that an arm
+    found only at the document level (title, graph) and no chunk list holds."""
+    scores = _base(arms, ranking)
+    _lift_titles(scores, arms, ranking, first_chunk)
+    lifted: list[int] = []
+    if walk is not None and ranking.graph_weight > 0 and scores:
+        lifted = _lift_neighbours(scores, arms, ranking, first_chunk, walk)
+    return scores, lifted
+
+
+def _base(arms: Arms, r: Ranking) -> dict[int, float]:
+    lex = [x for x in arms.lexical if x]
+    sem = [x for x in arms.semantic if x]
+    lean = r.identifier_lean if arms.identifier else 1.0
+    # A single-arm ranking uses its arm when it has one; a mode that ran one arm uses it.
+    if (r.method == "lexical" and lex) or not sem:
+        return dict(linear(lex, [], alpha=0.0))  # type: ignore[arg-type]
+    if r.method == "semantic" or not lex:
+        return dict(linear([], sem, alpha=1.0))  # type: ignore[arg-type]
+    if r.method == "linear":
+        alpha = r.semantic_weight / (r.semantic_weight + lean)
+        return dict(linear(lex, sem, alpha=alpha))  # type: ignore[arg-type]
+    if r.method == "interleave":
+        ratio = max(1, round(r.semantic_weight / lean))
+        return dict(interleave([list(x) for x in sem], [list(x) for x in lex], ratio=ratio))  # type: ignore[arg-type]
+    lists = [RankedList("lexical", list(x), lean) for x in lex]
+    lists += [RankedList("semantic", list(x), r.semantic_weight) for x in sem]
+    return dict(rrf(lists, k=r.rrf_k))  # type: ignore[arg-type]
+
+
+def _best_chunk_of(scores: Mapping[int, float], doc_of: Mapping[int, int]) -> dict[int, int]:
+    best: dict[int, int] = {}
+    for cid, score in scores.items():
+        doc = doc_of.get(cid)
+        if doc is not None and (doc not in best or score > scores[best[doc]]):
+            best[doc] = cid
+    return best
+
+
+def _lift_titles(
+    scores: dict[int, float], arms: Arms, r: Ranking, first_chunk: Callable[[int], int | None]
+) -> None:
+    """A note the query names gains up to ``title_weight`` times the top score, on its
+    best chunk (or its opening when no arm found a chunk of it)."""
+    if r.title_weight <= 0 or not arms.title:
+        return
+    top = max(scores.values(), default=1.0) or 1.0
+    best = _best_chunk_of(scores, arms.doc_of)
+    for doc, strength in arms.title.items():
+        cid = best.get(doc) or first_chunk(doc)
+        if cid is None:
+            continue
+        arms.doc_of.setdefault(cid, doc)
+        scores[cid] = scores.get(cid, 0.0) + r.title_weight * strength * top
+
+
+def _lift_neighbours(
+    scores: dict[int, float],
+    arms: Arms,
+    r: Ranking,
+    first_chunk: Callable[[int], int | None],
+    walk: Walk,
+) -> list[int]:
+    """Notes linked to the best hits gain graph_weight * GRAPH_SCALE * top / rank."""
+    top_ids = sorted(scores, key=lambda c: (-scores[c], c))[:GRAPH_SEEDS]
+    seeds: dict[int, float] = {}
+    for cid in top_ids:
+        doc = arms.doc_of.get(cid)
+        if doc is not None:
+            seeds[doc] = seeds.get(doc, 0.0) + scores[cid]
+    neighbours = walk(seeds)[:GRAPH_NEIGHBOURS]
+    if not neighbours:
+        return []
+    top = scores[top_ids[0]] or 1.0
+    best = _best_chunk_of(scores, arms.doc_of)
+    lifted: list[int] = []
+    for rank, doc in enumerate(neighbours, start=1):
+        cid = best.get(doc) or first_chunk(doc)
+        if cid is None:
+            continue
+        arms.doc_of.setdefault(cid, doc)
+        scores[cid] = scores.get(cid, 0.0) + r.graph_weight * GRAPH_SCALE * top / rank
+        lifted.append(cid)
+    return lifted
+
+
+def ranked_docs(scores: Mapping[int, float], doc_of: Mapping[int, int]) -> list[int]:
+    """Notes in order of their best chunk (ties broken by chunk id: deterministic)."""
+    out: list[int] = []
+    seen: set[int] = set()
+    for cid in sorted(scores, key=lambda c: (-scores[c], c)):
+        doc = doc_of.get(cid)
+        if doc is not None and doc not in seen:
+            seen.add(doc)
+            out.append(doc)
+    return out

@@ -1,0 +1,182 @@
+"""Title/alias arm: a query that names a note lifts that note.
+
+Every note is known by several names: its title, its aliases, its file name and, for
+Dendron-style hierarchies (``a.b.c.md``), its last label. Names and queries go through the
+lexical normaliser (so plural/singular and accents already agree); a query word one edit
+away from a name word (a small typo) still matches, at a discount.
+
+A name's score is the share of its information that the query holds, times the share of
+the query's information it explains; information is a word's IDF over the vault's
+passages. "tags" names the note "Tags" fully, "how are tags inherited"
+a little less, and a long question that merely contains the vault's name ("Dendron") does
+not name the root note "Dendron". A glossary that mentions everything does not win here:
+only names count, never body text.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+import psycopg
+
+from retriever.lexical import term_idf, tokenize
+
+FUZZY_DISCOUNT = 0.7  # a one-edit match counts this much of an exact one
+MIN_FUZZY_LEN = 5  # shorter words are too easily one edit from another word
+MIN_SCORE = 0.25  # below this a name is not really named by the query
+_SEPARATORS = str.maketrans({".": " ", "_": " ", "-": " ", "/": " "})
+COMMON_SHARE = 0.05  # name words in more than this share of notes do not seed candidates
+
+
+def note_names(path: str, title: str, aliases: Iterable[str]) -> list[str]:
+    """The names a note answers to (duplicates removed, order kept)."""
+    stem = PurePosixPath(path).stem
+    names = [title, *aliases, stem]
+    if "." in stem:  # Dendron hierarchy: the last label names the note too
+        names.append(stem.rsplit(".", 1)[1])
+    seen: set[str] = set()
+    out: list[str] = []
+    for name in names:
+        key = name.strip().lower()
+        if key and key not in seen:
+            seen.add(key)
+            out.append(name.strip())
+    return out
+
+
+def _deletions(word: str) -> set[str]:
+    return {word[:i] + word[i + 1 :] for i in range(len(word))}
+
+
+@dataclass(slots=True)
+class TitleIndex:
+    """Names of every note, tokenised, with an inverted index over their words."""
+
+    names: list[tuple[int, frozenset[str]]] = field(default_factory=list)  # (doc, words)
+    postings: dict[str, list[int]] = field(default_factory=dict)  # word -> name indexes
+    fuzzy: dict[str, set[str]] = field(default_factory=dict)  # deletion -> words
+    idf: dict[str, float] = field(default_factory=dict)  # over names: seeds candidates
+    passage_idf: dict[str, float] = field(default_factory=dict)  # over passages: weighs
+    max_idf: float = 1.0  # a word the passages never hold
+    n_docs: int = 0
+
+    @classmethod
+    def build(cls, docs: Iterable[tuple[int, str, str, Iterable[str]]]) -> TitleIndex:
+        """From (doc id, path, title, aliases) rows."""
+        index = cls()
+        doc_words: dict[str, set[int]] = defaultdict(set)
+        postings: dict[str, list[int]] = defaultdict(list)
+        for doc_id, path, title, aliases in docs:
+            index.n_docs += 1
+            for name in note_names(path, title, aliases):
+                # File names like a.b-c are words, not one identifier to match whole.
+                words = frozenset(tokenize(name.translate(_SEPARATORS)))
+                if not words:
+                    continue
+                for word in words:
+                    postings[word].append(len(index.names))
+                    doc_words[word].add(doc_id)
+                index.names.append((doc_id, words))
+        index.postings = dict(postings)
+        n = max(index.n_docs, 1)
+        index.idf = {w: math.log(1 + n / len(ds)) for w, ds in doc_words.items()}
+        fuzzy: dict[str, set[str]] = defaultdict(set)
+        for word in index.postings:
+            if len(word) >= MIN_FUZZY_LEN and word.isalpha():
+                for d in _deletions(word):
+                    fuzzy[d].add(word)
+        index.fuzzy = dict(fuzzy)
+        return index
+
+    def _matches(self, word: str) -> dict[str, float]:
+        """Name words this query word matches, with their credit (1, or the typo discount)."""
+        found = {word: 1.0} if word in self.postings else {}
+        if not found and len(word) >= MIN_FUZZY_LEN and word.isalpha():
+            for probe in (word, *_deletions(word)):
+                for cand in self.fuzzy.get(probe, ()):
+                    found.setdefault(cand, FUZZY_DISCOUNT)
+                if probe != word and probe in self.postings:
+                    found.setdefault(probe, FUZZY_DISCOUNT)  # the query has an extra letter
+        return found
+
+    def search(
+        self, query: str, *, limit: int = 20, query_idf: Mapping[str, float] | None = None
+    ) -> dict[int, float]:
+        """doc id -> score in (0, 1], best names only, at most ``limit`` notes.
+        ``query_idf``: passage IDF of the query's words that no name holds."""
+        qwords = set(tokenize(query))
+        if not qwords or not self.names:
+            return {}
+        credit: dict[str, float] = {}
+        for word in qwords:
+            for match, c in self._matches(word).items():
+                credit[match] = max(credit.get(match, 0.0), c)
+        if not credit:
+            return {}
+        extra = query_idf or {}
+
+        def weigh(word: str) -> float:
+            found = self.passage_idf.get(word)
+            return found if found is not None else extra.get(word, self.max_idf)
+
+        q_info = sum(weigh(w) for w in qwords) or 1.0
+        best: dict[int, float] = {}
+        for i in self._candidates(credit):
+            doc, words = self.names[i]
+            name_info = sum(weigh(w) for w in words)
+            hit = sum(weigh(w) * credit[w] for w in words if w in credit)
+            if not hit or not name_info:
+                continue
+            score = (hit / name_info) * min(1.0, hit / q_info)
+            if score >= MIN_SCORE and score > best.get(doc, 0.0):
+                best[doc] = score
+        ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+        return dict(ranked)
+
+    def _candidates(self, credit: dict[str, float]) -> set[int]:
+        """Names holding a matched word; very common name words (``dendron`` in every
+        file name) seed candidates only when nothing rarer matched."""
+        common = max(50, int(COMMON_SHARE * self.n_docs))
+        rare = [w for w in credit if len(self.postings[w]) <= common]
+        seeds = rare or sorted(credit, key=lambda w: len(self.postings[w]))[:1]
+        out: set[int] = set()
+        for word in seeds:
+            out.update(self.postings[word][:5000])
+        return out
+
+
+class TitleCache:
+    """The vault's title index and each note's opening chunk, rebuilt after each index run
+    (cheap generation check)."""
+
+    def __init__(self) -> None:
+        self._index = TitleIndex()
+        self._first: dict[int, int] = {}
+        self._generation: object = None
+        self._lock = threading.Lock()
+
+    def first_chunk(self, doc: int) -> int | None:
+        """The note's opening chunk (stands for a note found by name or by link)."""
+        return self._first.get(doc)
+
+    def get(self, conn: psycopg.Connection) -> TitleIndex:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()
+        generation = str(row[0]) if row else None
+        with self._lock:
+            if generation != self._generation:
+                rows = conn.execute("SELECT id, path, title, aliases FROM documents").fetchall()
+                self._index = TitleIndex.build((int(r[0]), r[1], r[2], r[3]) for r in rows)
+                self._index.passage_idf, self._index.max_idf = term_idf(
+                    conn, list(self._index.postings)
+                )
+                first = conn.execute(
+                    "SELECT DISTINCT ON (doc_id) doc_id, id FROM chunks ORDER BY doc_id, ordinal"
+                ).fetchall()
+                self._first = {int(d): int(c) for d, c in first}
+                self._generation = generation
+            return self._index
