@@ -74,6 +74,31 @@ def password() -> str:
     return rand(1) + "".join(middle) + rand(1)
 
 
+# Short common words, as a passphrase generator picks them; the phrase is random per run.
+PASSPHRASE_WORDS = (
+    "correct horse battery staple orange river cloud piano tiger maple ocean violet "
+    "rocket pencil garden silver candle forest yellow window marble castle"
+).split()
+
+
+def passphrase() -> str:
+    """Words joined by dashes plus a number: ``violet-rocket-maple-42`` style."""
+    words = [secrets.choice(PASSPHRASE_WORDS) for _ in range(3 + secrets.randbelow(2))]
+    return "-".join(words) + "-" + digits(2)
+
+
+def b64_key(n: int = 32) -> str:
+    return base64.b64encode(secrets.token_bytes(n)).decode()
+
+
+def telegram_plain() -> str:
+    """A bot token whose secret part does not start with the usual "AA"."""
+    while True:
+        secret = rand(35, URLSAFE)
+        if not secret.startswith("AA"):
+            return digits(10) + ":" + secret
+
+
 def jwt() -> str:
     header = b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
     payload = b64url(json.dumps({"sub": digits(10), "iat": int(time.time())}).encode())
@@ -419,6 +444,58 @@ CASES: dict[str, Case] = {
     "entropy_suffixed_name": Case("generic_high_entropy", "GITHUB_TOKEN_OLD={s}", lambda: rand(40)),
     # a JWT wins over the header it sits in
     "jwt_in_bearer": Case("jwt", "Authorization: Bearer {s}", jwt),
+    # Obsidian/Dataview inline fields (two colons)
+    "inline_field_password": Case("password", "password:: {s}", passphrase),
+    "inline_field_api_token": Case("secret", "api_token:: {s}", lambda: rand(32)),
+    "inline_field_wifi": Case("password", "wifi_password:: {s}", password),
+    "inline_field_in_prose": Case(
+        "password", "The NAS admin [password:: {s}] changes monthly.", passphrase
+    ),
+    # passwords written as sentences, English and French
+    "prose_password_is": Case("password", "the password is {s}", passphrase),
+    "prose_password_is_random": Case(
+        "password", "The router password is {s} until Monday.", password
+    ),
+    "prose_wifi_password_colon": Case("password", "my wifi password: {s}", passphrase),
+    "prose_wifi_no_separator": Case("password", "Wi-Fi HomeNet password {s}", passphrase),
+    "prose_password_for_qualifier": Case(
+        "password", "The Wi-Fi password for the guest network is {s}", passphrase
+    ),
+    "prose_mot_de_passe": Case("password", "mot de passe : {s}", passphrase),
+    "prose_le_mot_de_passe_est": Case("password", "le mot de passe est {s}", passphrase),
+    "prose_mot_de_passe_du_wifi": Case(
+        "password", "Le mot de passe du wifi est « {s} ».", password
+    ),
+    "prose_login_pair": Case("password", "login: admin / {s}", passphrase),
+    "prose_login_pair_random": Case("password", "Username: root / {s}", password),
+    # bot tokens: in the API URL, and without the usual "AA"
+    "telegram_api_url": Case(
+        "telegram_bot_token",
+        "curl https://api.telegram.org/bot{s}/getMe",
+        lambda: digits(10) + ":AA" + rand(33, URLSAFE),
+    ),
+    "telegram_env_colon": Case(
+        "telegram_bot_token",
+        "TELEGRAM_BOT_TOKEN={s}",
+        lambda: digits(9) + ":AA" + rand(33, URLSAFE),
+    ),
+    "telegram_without_aa": Case("telegram_bot_token", "telegram bot token {s}", telegram_plain),
+    # Twilio-style positional credentials
+    "twilio_client_alnum_token": Case(
+        "twilio",
+        'client = Client("AC{sid}", "{s}")',
+        lambda: rand(32),
+        extra=lambda: {"sid": rand(32, HEX)},
+    ),
+    # key material named only in prose
+    "key_encryption_is": Case("secret", "The encryption key is {s}", b64_key),
+    "key_restic_repo": Case("secret", "restic repo key: {s}", b64_key),
+    "key_backup_no_separator": Case("secret", "backup key {s}", b64_key),
+    "key_parenthesised": Case(
+        "secret", "Keep the restic repository key ({s}) in the safe.", b64_key
+    ),
+    "key_cle_de_chiffrement": Case("secret", "clé de chiffrement : {s}", b64_key),
+    "key_cle_sans_accent": Case("secret", "cle de chiffrement: {s}", b64_key),
 }
 
 # How a contextual snippet sits in a note.
@@ -477,7 +554,7 @@ def test_several_secrets_on_one_line() -> None:
 
 def test_every_kind_is_tested() -> None:
     tested = {t.kind for t in TOKENS.values()} | {c.kind for c in CASES.values()}
-    tested.add("private_key")
+    tested |= {"private_key", "kubernetes_secret"}
     assert tested == set(KINDS)
 
 
