@@ -1069,7 +1069,9 @@ def _k8s_value_ok(v: str, plain: bool) -> bool:
         decoded = raw.decode("utf-8")
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return True  # binary key material
-    return not (decoded.isprintable() and _is_placeholder(decoded))
+    # A mask test on short real values ("app" has two letters) would keep too much.
+    masked_only = _is_masked(decoded) and not set(decoded) <= _MASK_CHARS
+    return not (decoded.isprintable() and _is_placeholder(decoded) and not masked_only)
 
 
 def _k8s_block_edits(
@@ -1086,7 +1088,8 @@ def _k8s_block_edits(
         if ind <= parent:
             break
         if in_block >= 0 and ind > in_block:
-            edits.append((start + ind, end, _marker("kubernetes_secret")))
+            if not text.startswith(_MARK, start + ind):  # idempotent
+                edits.append((start + ind, end, _marker("kubernetes_secret")))
             continue
         m = _K8S_ENTRY.fullmatch(text, start + ind, end)
         if m is None or m.group("v") is None:
@@ -1172,6 +1175,8 @@ _LOGIN_HINTS = ("login", "user", "identifiant", "utilisateur")
 _VALUE_TRIM = ".,;:!?)]}\"'`*”»"
 _EMAIL = re.compile(r"[\w.+\-]+@[\w\-]+\.[\w.\-]+")
 _PHRASE_PARTS = re.compile(r"[-_.+]")
+# A word, one number, maybe more words: Win32_UserAccount, SHA256, x509Certificate.
+_NAME_WITH_NUMBER = re.compile(r"[A-Za-z]*[A-Za-z]\d+(?:[_-]?[A-Za-z]+)*")
 
 
 def _is_passphrase(v: str, min_parts: int = 2) -> bool:
@@ -1191,7 +1196,7 @@ def _prose_secret_ok(v: str, strict: bool) -> bool:
         return False
     if _is_passphrase(v, 3 if strict else 2):
         return True
-    if _is_wordy(_DIGITS.sub("", v)) or not _DIGIT.search(v):
+    if not _DIGIT.search(v) or (_NAME_WITH_NUMBER.fullmatch(v) and _is_wordy(_DIGITS.sub("", v))):
         return False  # Win32_UserAccount, SHA256, plain words: names, not secrets
     if strict:
         return len(v) >= 10 and _alnum_classes(v) == 3 and _entropy(v) >= 3.0
@@ -1204,7 +1209,8 @@ def _key_material_ok(v: str, strict: bool) -> bool:
         return False
     if _HEXLIKE.fullmatch(v):
         return not strict and len(v) >= 32
-    return _high_entropy(v) or (_alnum_classes(v) == 3 and _entropy(v) >= 3.5)
+    # Base64 of 32 random bytes lacks a digit about once in a thousand: do not insist on one.
+    return _high_entropy(v) or (_alnum_classes(v) >= 2 and _entropy(v) >= 3.5 and not _is_wordy(v))
 
 
 def _qualifier_vetoed(m: re.Match[str]) -> bool:

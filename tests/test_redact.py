@@ -87,6 +87,13 @@ def passphrase() -> str:
     return "-".join(words) + "-" + digits(2)
 
 
+def prose_password() -> str:
+    """A random password holding a symbol no identifier has (names like SHA256 are kept)."""
+    pw = password()
+    cut = 1 + secrets.randbelow(len(pw) - 2)
+    return pw[:cut] + secrets.choice("#%^") + pw[cut:]
+
+
 def b64_key(n: int = 32) -> str:
     return base64.b64encode(secrets.token_bytes(n)).decode()
 
@@ -454,7 +461,7 @@ CASES: dict[str, Case] = {
     # passwords written as sentences, English and French
     "prose_password_is": Case("password", "the password is {s}", passphrase),
     "prose_password_is_random": Case(
-        "password", "The router password is {s} until Monday.", password
+        "password", "The router password is {s} until Monday.", prose_password
     ),
     "prose_wifi_password_colon": Case("password", "my wifi password: {s}", passphrase),
     "prose_wifi_no_separator": Case("password", "Wi-Fi HomeNet password {s}", passphrase),
@@ -464,10 +471,10 @@ CASES: dict[str, Case] = {
     "prose_mot_de_passe": Case("password", "mot de passe : {s}", passphrase),
     "prose_le_mot_de_passe_est": Case("password", "le mot de passe est {s}", passphrase),
     "prose_mot_de_passe_du_wifi": Case(
-        "password", "Le mot de passe du wifi est « {s} ».", password
+        "password", "Le mot de passe du wifi est « {s} ».", prose_password
     ),
     "prose_login_pair": Case("password", "login: admin / {s}", passphrase),
-    "prose_login_pair_random": Case("password", "Username: root / {s}", password),
+    "prose_login_pair_random": Case("password", "Username: root / {s}", prose_password),
     # bot tokens: in the API URL, and without the usual "AA"
     "telegram_api_url": Case(
         "telegram_bot_token",
@@ -550,6 +557,106 @@ def test_several_secrets_on_one_line() -> None:
     line = f"DB_PASSWORD={pw} GITHUB_TOKEN={token} REGION=eu"
     out = assert_redacted(line, [pw, token], Counter({"password": 1, "github_token": 1}))
     assert out == "DB_PASSWORD=[REDACTED:password] GITHUB_TOKEN=[REDACTED:github_token] REGION=eu"
+
+
+def test_twilio_api_key_and_its_secret_as_positional_arguments() -> None:
+    sid, secret = "S" + "K" + rand(32, HEX), rand(32)
+    line = f'client = Client("{sid}", "{secret}")'
+    out = assert_redacted(HEAD + line + TAIL, [sid, secret], Counter({"twilio": 2}))
+    assert 'client = Client("[REDACTED:twilio]", "[REDACTED:twilio]")' in out
+
+
+# --------------------------------------------------------------------------- Kubernetes
+
+
+def b64_of(value: str) -> str:
+    return base64.b64encode(value.encode()).decode()
+
+
+def k8s_secret(values: dict[str, str], *, kind_first: bool = True, string_data: bool = False):
+    """A Secret manifest's lines; ``values`` are written base64-encoded under ``data:``
+    (or as they are under ``stringData:``)."""
+    head = ["apiVersion: v1", "kind: Secret", "metadata:", "  name: app-credentials"]
+    section = ["stringData:" if string_data else "data:"] + [
+        f"  {k}: {v if string_data else b64_of(v)}" for k, v in values.items()
+    ]
+    tail = ["type: Opaque"]
+    return head + section + tail if kind_first else head[:1] + section + head[2:] + head[1:2]
+
+
+CONFIGMAP = [
+    "apiVersion: v1",
+    "kind: ConfigMap",
+    "metadata:",
+    "  name: app-config",
+    "data:",
+    "  LOG_LEVEL: debug",
+    "  CACHE_KEY_PREFIX: c2Vzc2lvbnM=",  # base64-looking, but a ConfigMap is not secret
+]
+
+
+def _assert_k8s(lines: list[str], secrets_: list[str], n: int, kept: list[str]) -> str:
+    note = "\n".join(lines) + "\n"
+    out = assert_redacted(note, secrets_, Counter({"kubernetes_secret": n}))
+    for line in kept:
+        assert line in out.splitlines()
+    return out
+
+
+@pytest.mark.parametrize("fenced", [True, False], ids=["fence", "bare"])
+@pytest.mark.parametrize("kind_first", [True, False], ids=["kind_first", "data_first"])
+def test_kubernetes_secret_data_redacted(fenced: bool, kind_first: bool) -> None:
+    values = {"username": "app", "password": passphrase(), "api-key": rand(32)}
+    manifest = k8s_secret(values, kind_first=kind_first)
+    body = ["```yaml", *manifest, "```"] if fenced else manifest
+    lines = ["# Deploy", "", "Apply the manifest:", "", *body, "", "Then restart the pods."]
+    out = _assert_k8s(lines, [b64_of(v) for v in values.values()], 3, ["Then restart the pods."])
+    assert "  password: [REDACTED:kubernetes_secret]" in out.splitlines()
+    assert "  name: app-credentials" in out.splitlines()
+
+
+def test_kubernetes_string_data_and_block_values() -> None:
+    pw, token, cert_line = passphrase(), rand(40), rand(64, B64)
+    lines = [
+        "kind: Secret",
+        "stringData:",
+        f'  DB_PASSWORD: "{pw}"',
+        f"  token: {token}",
+        "  config.yaml: |",
+        f"    signing: {cert_line}",
+        "metadata:",
+        "  name: app",
+    ]
+    out = _assert_k8s(lines, [pw, token, cert_line], 3, ["  config.yaml: |", "  name: app"])
+    assert '  DB_PASSWORD: "[REDACTED:kubernetes_secret]"' in out.splitlines()
+
+
+def test_kubernetes_multi_document_only_the_secret() -> None:
+    values = {"password": passphrase()}
+    lines = [
+        "```yaml",
+        *CONFIGMAP,
+        "---",
+        *k8s_secret(values),
+        "---",
+        *CONFIGMAP,
+        "```",
+    ]
+    _assert_k8s(lines, [b64_of(values["password"])], 1, CONFIGMAP)
+
+
+def test_kubernetes_secret_placeholders_kept() -> None:
+    manifest = [
+        "kind: Secret",
+        "data:",
+        "  password: {{ .Values.password | b64enc }}",
+        "  token: ${TOKEN_B64}",
+        '  empty: ""',
+        f"  example: {b64_of('changeme')}",
+        "  other: <base64-encoded-value>",
+    ]
+    note = "\n".join(manifest) + "\n"
+    assert redact(note) == (note, Counter())
 
 
 def test_every_kind_is_tested() -> None:
@@ -735,6 +842,35 @@ def keep_cases() -> dict[str, str]:
         + "END CERTIFICATE"
         + D5,
         "pem_header_constant": '_START = b"' + D5 + "BEGIN OPENSSH " + PRIV + D5 + '"',
+        # ordinary prose about passwords and keys, English and French
+        "prose_reset_password": "reset your password in the settings page",
+        "prose_password_policy": "the password policy requires 12 characters",
+        "prose_mot_de_passe_oublie": "mot de passe oublié ?",
+        "prose_password_required": "The password is required and is case-sensitive.",
+        "prose_password_parameter": "The password is passed in the lpszPassword parameter.",
+        "prose_password_type": "The password is a Win32_UserAccount property.",
+        "prose_mot_de_passe_stocke": "le mot de passe est stocké dans le coffre",
+        "prose_password_hash": f"the password hash is {sha64}",
+        "prose_password_commit": f"password fix landed in {sha40}",
+        "prose_password_length_colon": "Password length: 12 characters",
+        "prose_wifi_password_words": "The Wi-Fi password is on the fridge.",
+        "prose_login_placeholder": "login: admin / <password>",
+        "prose_login_words": "login: admin / password",
+        "prose_login_path": "user: docs / readme",
+        "prose_encryption_key_words": "the encryption key is stored in the TPM",
+        "prose_encryption_key_fingerprint": f"encryption key fingerprint: {sha64}",
+        "prose_backup_key_uuid": f"backup key id {uuid.uuid4()}",
+        "prose_master_key_prose": "Rotate the master key every year, see the runbook.",
+        "prose_cle_de_chiffrement": "la clé de chiffrement est dans le coffre",
+        # inline fields holding placeholders or plain values
+        "inline_field_changeme": "password:: changeme",
+        "inline_field_env": "api_token:: ${API_TOKEN}",
+        "inline_field_angle": "api_token:: <your-token>",
+        "inline_field_xxx": "password:: xxx",
+        "inline_field_not_secret": "status:: in-progress",
+        "cpp_scope": "std::string password = read_password();",
+        "rust_path": "let key = Key::from_slice(&bytes);",
+        "telegram_like_time": "at 20240101:1200 the bot restarted",
     }
 
 
