@@ -15,6 +15,11 @@ Guarantees the indexer relies on:
   quantifiers are bounded where they could backtrack, and each rule is skipped unless a
   cheap substring hint occurs in the text.
 
+Besides ``key = value`` syntax (including Dataview's ``key:: value``) it reads values out
+of Kubernetes ``kind: Secret`` manifests, and credentials written as sentences ("the wifi
+password is …", "le mot de passe est …", "login: admin / …", "the encryption key is …")
+when the value is a passphrase (words, dashes and a number) or random characters.
+
 Kinds: see :data:`KINDS`. Deliberately not covered: bare high-entropy strings with no
 credential-like key or vendor prefix (prose, tables); passphrases made of plain words
 (``"correct horse battery staple"``) and plain words where the syntax reads as code

@@ -1017,6 +1017,12 @@ PATHOLOGICAL: dict[str, str] = {
     "auth_headers": "Authorization: " * 30_000,
     "urlsafe_base64": base64.urlsafe_b64encode(os.urandom(375_000)).decode(),
     "hex": os.urandom(250_000).hex(),
+    "prose_passwords": "the wifi password for the guest network is " * 20_000,
+    "login_pairs": "login: a / " * 50_000,
+    "key_phrases": "restic repo key " * 50_000,
+    "inline_fields": "password:: " * 50_000,
+    "k8s_secrets": "kind: Secret\ndata:\n  a: b\n" * 30_000,
+    "k8s_separated": "kind: Secret\n---\ndata:\n" * 30_000,
 }
 
 
