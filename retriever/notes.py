@@ -129,7 +129,8 @@ def clean_relative(rel: object, *, what: str = "path") -> str:
     if ".." in parts:
         raise NotePathError(f"{what} {_echo(rel)} leaves its folder ('..' is not allowed)")
     norm = posixpath.normpath(rel)
-    if norm in ("", ".") or norm.startswith(("..", "/")):
+    # Components, not a string prefix: "..notes.md" is a note, only ".." itself climbs.
+    if norm in ("", ".", "..") or norm.startswith(("../", "/")):
         raise NotePathError(f"{what} {_echo(rel)} does not name anything inside the vault")
     return norm
 

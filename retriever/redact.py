@@ -15,6 +15,11 @@ Guarantees the indexer relies on:
   quantifiers are bounded where they could backtrack, and each rule is skipped unless a
   cheap substring hint occurs in the text.
 
+Besides ``key = value`` syntax (including Dataview's ``key:: value``) it reads values out
+of Kubernetes ``kind: Secret`` manifests, and credentials written as sentences ("the wifi
+password is …", "le mot de passe est …", "login: admin / …", "the encryption key is …")
+when the value is a passphrase (words, dashes and a number) or random characters.
+
 Kinds: see :data:`KINDS`. Deliberately not covered: bare high-entropy strings with no
 credential-like key or vendor prefix (prose, tables); passphrases made of plain words
 (``"correct horse battery staple"``) and plain words where the syntax reads as code
@@ -41,7 +46,7 @@ from functools import lru_cache
 log = logging.getLogger(__name__)
 
 # Bump whenever a rule changes: stored text redacted by an older version must be re-indexed.
-REDACTOR_VERSION = "2"
+REDACTOR_VERSION = "3"
 
 KINDS: tuple[str, ...] = (
     "private_key",
@@ -68,6 +73,7 @@ KINDS: tuple[str, ...] = (
     "pypi_token",
     "huggingface_token",
     "telegram_bot_token",
+    "kubernetes_secret",
     "jwt",
     "url_password",
     "bearer_token",
@@ -404,10 +410,19 @@ _VENDOR_RULES: tuple[_Rule, ...] = (
     _rule("npm_token", r"(?<![\w-])npm_[A-Za-z0-9]{36}" + _TOKEN_END, ("npm_",)),
     _rule("pypi_token", r"(?<![\w-])pypi-AgE[A-Za-z0-9_\-]{50,}", ("pypi-AgE",)),
     _rule("huggingface_token", r"(?<![\w-])hf_[A-Za-z0-9]{30,}" + _TOKEN_END, ("hf_",)),
+    # Bot id, colon, secret; also inside API URLs (https://api.telegram.org/bot<token>/).
     _rule(
         "telegram_bot_token",
-        r"(?<![\w:])\d{8,10}:AA[A-Za-z0-9_\-]{30,40}" + _TOKEN_END,
+        r"(?:(?<![\w:])|(?<=/bot))\d{8,10}:AA[A-Za-z0-9_\-]{30,40}" + _TOKEN_END,
         (":AA",),
+    ),
+    # Without the usual "AA": exactly 35 characters, and only where a bot is mentioned.
+    _rule(
+        "telegram_bot_token",
+        r"(?:(?<![\w:])|(?<=/bot))\d{8,10}:[A-Za-z0-9_\-]{35}" + _TOKEN_END,
+        ("telegram", "/bot", "bot_token", "bot token", "bottoken"),
+        check=lambda t: _vendor_ok(t) and _alnum_classes(t) == 3,
+        flags=re.IGNORECASE,
     ),
     _rule(
         "jwt",
@@ -628,8 +643,7 @@ def _aws_secret_ok(v: str) -> bool:
     )
 
 
-def _redact_scoped(text: str, counts: Counter[str]) -> str:
-    low = text.lower()
+def _redact_scoped(text: str, counts: Counter[str], low: str) -> str:
     if "secret" in low or "aws_access_key_id]" in text:
         text = _scoped(text, counts, _AWS_HINT, _AWS_SECRET, "aws_secret_key", _aws_secret_ok)
     if "AC" in text:
@@ -650,7 +664,7 @@ _ASSIGN_RE = re.compile(
         (?P<ann>:[ \t]*[A-Za-z_][\w.]*(?:\[[\w.\[\], |]{0,40}\])?
             (?:[ \t]*\|[ \t]*[A-Za-z_][\w.]*(?:\[[\w.\[\], |]{0,40}\])?){0,3}
             [ \t]*=(?![=>~]))
-      | (?P<sep>:=|=>|=(?![=~])|:(?![:/\\=])|(?(kq),|(?!)))
+      | (?P<sep>::(?=[ \t])|:=|=>|=(?![=~])|:(?![:/\\=])|(?(kq),|(?!)))
       | (?P<ws>(?(dash)(?<=[ \t])|(?!)))
     )
     """,
@@ -720,7 +734,8 @@ _KEY_QUALIFIERS = frozenset(
     """
     api access secret private auth signing encryption encrypt decryption master account app
     application session shared subscription client consumer license licence hmac webhook
-    service storage primary secondary admin server sas ssh crypto aes jwt bot
+    service storage primary secondary admin server sas ssh crypto aes jwt bot backup repo
+    repository restic recovery
     """.split()
 )
 _WEAK_WORDS = frozenset(
@@ -910,12 +925,14 @@ def _separator(m: re.Match[str]) -> str:
 _KEY_HINT_WORDS = tuple(_KEY_HINT.pattern.removeprefix("(?i)").split("|"))
 
 
-def _hint_lines(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each line holding a credential-ish word: only there can a key match.
-    Found with str.find on the lowered text (C speed; a case-insensitive regex is not)."""
-    low = text.lower()
+def _hint_lines(
+    text: str, words: tuple[str, ...] = _KEY_HINT_WORDS, low: str | None = None
+) -> list[tuple[int, int]]:
+    """(start, end) of each line holding one of ``words`` (lowercase): only there can a rule
+    match. Found with str.find on the lowered text (C speed; a case-insensitive regex is not)."""
+    low = text.lower() if low is None else low
     starts: set[int] = set()
-    for word in _KEY_HINT_WORDS:
+    for word in words:
         i = low.find(word)
         while i >= 0:
             start = low.rfind("\n", 0, i) + 1
@@ -931,10 +948,10 @@ def _hint_lines(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _redact_assignments(text: str, counts: Counter[str]) -> str:
+def _redact_assignments(text: str, counts: Counter[str], low: str) -> str:
     edits: list[_Edit] = []
     pos = 0
-    lines = _hint_lines(text)
+    lines = _hint_lines(text, low=low)
     line = 0
     while line < len(lines):
         line_start, line_end = lines[line]
@@ -997,6 +1014,281 @@ def _redact_assignments(text: str, counts: Counter[str]) -> str:
     return _splice(text, edits)
 
 
+# --------------------------------------------------------------------------- Kubernetes Secrets
+
+# A `kind: Secret` line; its document's top-level `data:` / `stringData:` holds the values.
+_K8S_KIND = re.compile(r"""^([ \t]*)["']?kind["']?[ \t]*:[ \t]*["']?Secret["']?[ \t]*(?:#.*)?$""")
+_K8S_ANY = re.compile(r"""^[ \t]*["']?kind["']?[ \t]*:[ \t]*["']?Secret""", re.MULTILINE)
+_K8S_DATA = re.compile(r"""["']?(data|stringData)["']?[ \t]*:[ \t]*(?:#.*)?""")
+_K8S_ENTRY = re.compile(r"""["']?[\w.\-]+["']?[ \t]*:(?:[ \t]+(?P<v>\S.*?))?[ \t]*""")
+_YAML_KEY = re.compile(r"""["']?[\w.\-]+["']?[ \t]*:(?:[ \t]|$)|#|- """)
+_B64 = re.compile(r"[A-Za-z0-9+/_\-]+=*")
+_BLOCK_SCALAR = re.compile(r"[|>][+-]?\d?")
+
+
+def _yaml_lines(text: str) -> list[tuple[int, int, int]]:
+    """(start, end, indent) of every line; ``end`` excludes the break (and a CR)."""
+    out = []
+    pos = 0
+    for line in text.split("\n"):
+        body = line[:-1] if line.endswith("\r") else line
+        out.append((pos, pos + len(body), len(body) - len(body.lstrip(" \t"))))
+        pos += len(line) + 1
+    return out
+
+
+def _doc_bounds(text: str, lines: list[tuple[int, int, int]], at: int) -> tuple[int, int]:
+    """Line range [lo, hi) of the YAML document around line ``at``: up to a `---`/`...`
+    separator, a code fence, a line indented less than ``at``, or a top-level non-key line
+    (prose around a bare manifest)."""
+    base = lines[at][2]
+
+    def inside(i: int) -> bool:
+        start, end, ind = lines[i]
+        body = text[start + ind : end]
+        if not body.strip():
+            return True
+        if body.rstrip() in ("---", "...") or body.startswith(("```", "~~~")) or ind < base:
+            return False
+        return ind > base or bool(_YAML_KEY.match(body))
+
+    lo = at
+    while lo > 0 and inside(lo - 1):
+        lo -= 1
+    hi = at + 1
+    while hi < len(lines) and inside(hi):
+        hi += 1
+    return lo, hi
+
+
+def _k8s_value_ok(v: str, plain: bool) -> bool:
+    v = v.strip("\"'")
+    if not v or _is_placeholder(v):
+        return False
+    if plain:
+        return True
+    if not _B64.fullmatch(v):
+        return False  # a template or a flow value, not base64
+    try:
+        raw = base64.b64decode(v + "=" * (-len(v) % 4), altchars=b"-_" if "-" in v else None)
+        decoded = raw.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return True  # binary key material
+    # A mask test on short real values ("app" has two letters) would keep too much.
+    masked_only = _is_masked(decoded) and not set(decoded) <= _MASK_CHARS
+    return not (decoded.isprintable() and _is_placeholder(decoded) and not masked_only)
+
+
+def _k8s_block_edits(
+    text: str, lines: list[tuple[int, int, int]], i: int, hi: int, plain: bool
+) -> list[_Edit]:
+    """Edits for the entries under the `data:`/`stringData:` key on line ``i``."""
+    edits: list[_Edit] = []
+    parent = lines[i][2]
+    in_block = -1  # indent of the entry whose block scalar (`key: |`) we are inside
+    for j in range(i + 1, hi):
+        start, end, ind = lines[j]
+        if start + ind == end:
+            continue  # blank
+        if ind <= parent:
+            break
+        if in_block >= 0 and ind > in_block:
+            if not text.startswith(_MARK, start + ind):  # idempotent
+                edits.append((start + ind, end, _marker("kubernetes_secret")))
+            continue
+        m = _K8S_ENTRY.fullmatch(text, start + ind, end)
+        if m is None or m.group("v") is None:
+            in_block = -1
+            continue
+        v = m.group("v")
+        if _BLOCK_SCALAR.fullmatch(v):
+            in_block = ind
+            continue
+        in_block = -1
+        vs, ve = m.span("v")
+        if v[0] in "\"'" and len(v) >= 2 and v[-1] == v[0]:
+            vs, ve = vs + 1, ve - 1
+        if _k8s_value_ok(text[vs:ve], plain):
+            edits.append((vs, ve, _marker("kubernetes_secret")))
+    return edits
+
+
+def _redact_k8s_secrets(text: str, counts: Counter[str], low: str) -> str:
+    """Values under `data:` (base64) and `stringData:` (plain) of a `kind: Secret` document."""
+    if "Secret" not in text or "ata" not in text or not _K8S_ANY.search(text):
+        return text
+    lines = _yaml_lines(text)
+    edits: list[_Edit] = []
+    done_until = -1
+    for at, (start, end, _) in enumerate(lines):
+        if at < done_until or "Secret" not in text[start:end]:
+            continue
+        km = _K8S_KIND.match(text[start:end])
+        if km is None:
+            continue
+        lo, hi = _doc_bounds(text, lines, at)
+        done_until = hi
+        for i in range(lo, hi):
+            s, e, ind = lines[i]
+            dm = _K8S_DATA.fullmatch(text, s + ind, e)
+            if ind == len(km.group(1)) and dm is not None:
+                edits += _k8s_block_edits(text, lines, i, hi, dm.group(1) == "stringData")
+    counts["kubernetes_secret"] += len(edits)
+    if not counts["kubernetes_secret"]:
+        del counts["kubernetes_secret"]
+    return _splice(text, sorted(edits))
+
+
+# --------------------------------------------------------------------------- prose
+
+# "password" and its French and qualified forms; "wifi password" is the same word.
+_PW_PHRASE = r"(?:pass(?:word|phrase|code)s?|mots?[ \t]+de[ \t]+passe|mdp)"
+# Material named by what it encrypts, English and French (accents optional).
+_KEY_PHRASE = (
+    r"(?:(?:encryption|decryption|master|backup|(?:restic[ \t]+)?repo(?:sitory)?|restic)"
+    r"[ \t]+key|cl[eé][ \t]+(?:de[ \t]+)?(?:chiffrement|d[eé]chiffrement))"
+)
+# Up to five qualifying words ("for the guest network", "du wifi") before the separator.
+_QUALIFIER = r"(?P<qual>(?:[ \t]+[^\s:=.;!?,()`\"'*]{1,24}){0,5}?)"
+# Every qualifier length is tried with a separator before settling for none.
+_PROSE_SEP = (
+    r"(?:" + _QUALIFIER + r"[ \t]*(?P<sep>:|=|->|→|\b(?:is|was|est|était|sera)\b)|(?P<none>))"
+)
+_PROSE_VALUE = r"[ \t]*[`\"'*“«(]*[ \t]*(?P<v>[^\s`\"'*”»<>]{1,200})"
+_PROSE_PW = re.compile(
+    r"(?<![\w-])" + _PW_PHRASE + r"(?![\w-])" + _PROSE_SEP + _PROSE_VALUE,
+    re.IGNORECASE,
+)
+_PROSE_KEY = re.compile(
+    r"(?<![\w-])" + _KEY_PHRASE + r"(?![\w-])" + _PROSE_SEP + _PROSE_VALUE,
+    re.IGNORECASE,
+)
+# "login: admin / secret", "user = root / secret", "identifiant : bob / secret".
+_LOGIN_PAIR = re.compile(
+    r"(?<![\w-])(?:login|user(?:name)?|identifiant|utilisateur)[ \t]*[:=][ \t]*[`\"'*]*"
+    r"[^\s/`\"'*]{1,64}[`\"'*]*[ \t]*/[ \t]*[`\"'*]*(?P<v>[^\s`\"'*<>]{1,200})",
+    re.IGNORECASE,
+)
+# Lowercase prefilters: a rule's regex only runs on the lines holding one of these. They
+# assume single spaces ("encryption key"), as people write; the regexes allow more.
+_PW_HINTS = ("password", "passphrase", "passcode", "passe", "mdp")
+# Every English phrase ends in " key": one scan for it spares the others in most notes.
+_KEY_HINTS_EN = ("encryption key", "decryption key", "master key", "backup key", "repo key",
+                 "repository key", "restic key")  # fmt: skip
+_KEY_HINTS_FR = ("chiffrement",)
+_LOGIN_HINTS = ("login", "user", "identifiant", "utilisateur")
+_VALUE_TRIM = ".,;:!?)]}\"'`*”»"
+_EMAIL = re.compile(r"[\w.+\-]+@[\w\-]+\.[\w.\-]+")
+_PHRASE_PARTS = re.compile(r"[-_.+]")
+# A word, one number, maybe more words: Win32_UserAccount, SHA256, x509Certificate.
+_NAME_WITH_NUMBER = re.compile(r"[A-Za-z]*[A-Za-z]\d+(?:[_-]?[A-Za-z]+)*")
+
+
+def _is_passphrase(v: str, min_parts: int = 2) -> bool:
+    """Words joined by dashes (or dots, underscores) with a number: correct-horse-battery-42."""
+    parts = _PHRASE_PARTS.split(v)
+    if len(parts) < min_parts or not all(p.isascii() and p.isalnum() for p in parts):
+        return False
+    wordy = sum(len(p) >= 2 and any(c.isalpha() for c in p) for p in parts)
+    return wordy >= 2 and any(c.isdigit() for c in v)
+
+
+def _prose_secret_ok(v: str, strict: bool) -> bool:
+    """A value written in a sentence: a passphrase or random characters, not a word."""
+    if len(v) < 6 or _is_placeholder(v) or "://" in v or _EMAIL.fullmatch(v):
+        return False
+    if _is_path(v) or _is_code_ref(v) or _UUID.fullmatch(v):
+        return False
+    if _is_passphrase(v, 3 if strict else 2):
+        return True
+    if not _DIGIT.search(v) or (_NAME_WITH_NUMBER.fullmatch(v) and _is_wordy(_DIGITS.sub("", v))):
+        return False  # Win32_UserAccount, SHA256, plain words: names, not secrets
+    if strict:
+        return len(v) >= 10 and _alnum_classes(v) == 3 and _entropy(v) >= 3.0
+    return _looks_random(v) or (len(v) >= 6 and not v.isalnum() and _alnum_classes(v) >= 2)
+
+
+def _key_material_ok(v: str, strict: bool) -> bool:
+    """Base64 (or hex, when a separator says "this is it") key material."""
+    if len(v) < 16 or _is_placeholder(v) or not _B64.fullmatch(v) or _UUID.fullmatch(v):
+        return False
+    if _HEXLIKE.fullmatch(v):
+        return not strict and len(v) >= 32
+    # Base64 of 32 random bytes lacks a digit about once in a thousand: do not insist on one.
+    return _high_entropy(v) or (_alnum_classes(v) >= 2 and _entropy(v) >= 3.5 and not _is_wordy(v))
+
+
+def _qualifier_vetoed(m: re.Match[str]) -> bool:
+    """ "password hash is …", "key fingerprint: …": the value describes, it is not secret."""
+    return any(w.lower() in _VETO_LAST for w in (m.group("qual") or "").split())
+
+
+def _prose_edits(
+    text: str,
+    spans: list[tuple[int, int]],
+    regex: re.Pattern[str],
+    ok: Callable[[str, bool], bool],
+    kind: str,
+) -> list[_Edit]:
+    edits: list[_Edit] = []
+    for start, end in spans:
+        for m in regex.finditer(text, start, end):
+            if "qual" in m.re.groupindex and _qualifier_vetoed(m):
+                continue
+            strict = "none" in m.re.groupindex and m.group("none") is not None
+            vs = m.start("v")
+            v = m.group("v").rstrip(_VALUE_TRIM)
+            if text.startswith(_MARK, vs) or not v or not ok(v, strict):
+                continue
+            edits.append((vs, vs + len(v), _marker(kind)))
+    return edits
+
+
+def _redact_prose(text: str, counts: Counter[str], low: str) -> str:
+    """Credentials written as sentences: "the wifi password is …", "login: admin / …"."""
+    edits: list[_Edit] = []
+    if any(h in low for h in _PW_HINTS):
+        spans = _hint_lines(text, _PW_HINTS, low)
+        edits += _prose_edits(text, spans, _PROSE_PW, _prose_secret_ok, "password")
+    if "/" in text and any(h in low for h in _LOGIN_HINTS):  # the pair's "/" first: cheap
+        spans = [
+            (a, b) for a, b in _hint_lines(text, _LOGIN_HINTS, low) if text.find("/", a, b) >= 0
+        ]
+        edits += _prose_edits(text, spans, _LOGIN_PAIR, _prose_secret_ok, "password")
+    hints = _KEY_HINTS_FR if " key" not in low else _KEY_HINTS_EN + _KEY_HINTS_FR
+    if any(h in low for h in hints):
+        spans = _hint_lines(text, hints, low)
+        edits += _prose_edits(text, spans, _PROSE_KEY, _key_material_ok, "secret")
+    if not edits:
+        return text
+    kept: list[_Edit] = []
+    for edit in sorted(edits):  # two rules can name the same value
+        if not kept or edit[0] >= kept[-1][1]:
+            kept.append(edit)
+            counts[edit[2][len(_MARK) : -1]] += 1
+    return _splice(text, kept)
+
+
+# --------------------------------------------------------------------------- Twilio pairs
+
+# Client("SK…" or "AC…", "<secret>"): the second literal is the key's secret or auth token.
+_TWILIO_PAIR = re.compile(
+    r"""(?P<q>["'])(?:(?:AC|SK)[0-9a-fA-F]{32}|\[REDACTED:twilio\])(?P=q)[ \t]*,[ \t]*"""
+    r"""(?P<q2>["'])(?P<v>[A-Za-z0-9]{32})(?P=q2)"""
+)
+
+
+def _redact_twilio_pairs(text: str, counts: Counter[str], low: str) -> str:
+    if "AC" not in text and "[REDACTED:twilio]" not in text:
+        return text
+    edits: list[_Edit] = []
+    for m in _TWILIO_PAIR.finditer(text):
+        if _looks_random(m.group("v")) and not _is_masked(m.group("v")):
+            edits.append((*m.span("v"), _marker("twilio")))
+            counts["twilio"] += 1
+    return _splice(text, edits)
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -1014,8 +1306,17 @@ def redact(text: str) -> tuple[str, Counter[str]]:
         new = _apply_rule(rule, text, counts, low)
         if new is not text:
             text, low = new, new.lower()
-    text = _redact_scoped(text, counts)
-    text = _redact_assignments(text, counts)
+    # The later stages share the lowered text too; it is refreshed only when one edits.
+    for stage in (
+        _redact_k8s_secrets,
+        _redact_scoped,
+        _redact_twilio_pairs,
+        _redact_assignments,
+        _redact_prose,
+    ):
+        new = stage(text, counts, low)
+        if new is not text:
+            text, low = new, new.lower()
     if counts:
         log.debug("redacted %d secret(s): %s", sum(counts.values()), sorted(counts))
     return text, counts

@@ -212,6 +212,23 @@ def test_read_note_refuses_hostile_paths(make_app, hostile_vault: Path, tmp_path
     assert all(str(tmp_path) not in m for m in mcp.messages)
 
 
+def test_two_dot_file_names_are_served(make_app, vault_copy: Path, model_path: Path) -> None:
+    """``..notes.md`` is a name, not a climb: every path-taking tool accepts it."""
+    (vault_copy / "..notes.md").write_text("# Dots\n\nSee [[Home]].\n", encoding="utf-8")
+    (vault_copy / "homelab" / "..draft.md").write_text("# Draft\n", encoding="utf-8")
+    app = make_app(vault_copy, model=model_path)
+    app.index()
+    mcp = Caller(build_server(app))
+    assert mcp.ok("read_note", path="..notes.md")["total_lines"] == 3
+    assert mcp.ok("read_note", path="homelab/..draft.md")["total_lines"] == 1
+    links = mcp.ok("links", path="..notes.md", direction="out")
+    assert "Home.md" in {link["path"] for link in links["links"]}
+    listed = {n["path"] for n in mcp.ok("list_notes", folder="homelab", limit=200)["notes"]}
+    assert "homelab/..draft.md" in listed
+    for path in ("..", "../..notes.md", "homelab/../../..notes.md"):
+        assert_safe(mcp.error("read_note", path=path), vault_copy)
+
+
 def test_search_refuses_or_survives_hostile_input(mcp: Caller, tmp_path: Path) -> None:
     too_big = mcp.error("search", queries="backup " * 20_000)
     assert "100 KB" in too_big

@@ -64,6 +64,12 @@ HOSTILE = [
     "Home\x07.md",
     "homelab\\Backups.md",
     "..\\..\\Windows\\win.ini",
+    "..",
+    "./..",
+    "homelab/..",
+    "..//Home.md",
+    "../..notes.md",
+    "..notes.md/../../outside/secret.md",
     "C:\\Windows\\win.ini",
     "C:/Windows/notes.md",
     "homelab",
@@ -140,6 +146,28 @@ def test_good_paths(vault_copy: Path) -> None:
     # A literal percent sign that is not an escape is just a character.
     (vault_copy / "100% done.md").write_text("# Done\n", encoding="utf-8")
     assert safe_note_path(vault_copy, "100% done.md").is_file()
+
+
+def test_names_starting_with_two_dots_are_notes(vault_copy: Path) -> None:
+    """Only a whole ``..`` component climbs: ``..notes.md`` is an ordinary file name."""
+    (vault_copy / "..notes.md").write_text("# Dots\n", encoding="utf-8")
+    (vault_copy / "homelab" / "..draft.md").write_text("# Draft\n", encoding="utf-8")
+    (vault_copy / "...md").write_text("# Three dots\n", encoding="utf-8")
+    (vault_copy / "..archive").mkdir()
+    (vault_copy / "..archive" / "old.md").write_text("# Old\n", encoding="utf-8")
+    for rel in ("..notes.md", "homelab/..draft.md", "./..notes.md", "...md", "..archive/old.md"):
+        real = safe_note_path(vault_copy, rel)
+        assert real.is_file() and real.is_relative_to(vault_copy.resolve())
+
+
+def test_read_note_serves_two_dot_names(make_app, vault_copy: Path) -> None:
+    (vault_copy / "..notes.md").write_text("# Dots\n\nline two\n", encoding="utf-8")
+    (vault_copy / "homelab" / "..draft.md").write_text("# Draft\n", encoding="utf-8")
+    app = make_app(vault_copy)
+    assert read_note(app, "..notes.md")["total_lines"] == 3
+    assert read_note(app, "homelab/..draft.md")["citation"] == "homelab/..draft.md:1-1"
+    with pytest.raises(NotePathError):
+        read_note(app, "../..notes.md")
 
 
 def test_scrub_paths() -> None:

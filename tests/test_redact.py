@@ -74,6 +74,38 @@ def password() -> str:
     return rand(1) + "".join(middle) + rand(1)
 
 
+# Short common words, as a passphrase generator picks them; the phrase is random per run.
+PASSPHRASE_WORDS = (
+    "correct horse battery staple orange river cloud piano tiger maple ocean violet "
+    "rocket pencil garden silver candle forest yellow window marble castle"
+).split()
+
+
+def passphrase() -> str:
+    """Words joined by dashes plus a number: ``violet-rocket-maple-42`` style."""
+    words = [secrets.choice(PASSPHRASE_WORDS) for _ in range(3 + secrets.randbelow(2))]
+    return "-".join(words) + "-" + digits(2)
+
+
+def prose_password() -> str:
+    """A random password holding a symbol no identifier has (names like SHA256 are kept)."""
+    pw = password()
+    cut = 1 + secrets.randbelow(len(pw) - 2)
+    return pw[:cut] + secrets.choice("#%^") + pw[cut:]
+
+
+def b64_key(n: int = 32) -> str:
+    return base64.b64encode(secrets.token_bytes(n)).decode()
+
+
+def telegram_plain() -> str:
+    """A bot token whose secret part does not start with the usual "AA"."""
+    while True:
+        secret = rand(35, URLSAFE)
+        if not secret.startswith("AA"):
+            return digits(10) + ":" + secret
+
+
 def jwt() -> str:
     header = b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
     payload = b64url(json.dumps({"sub": digits(10), "iat": int(time.time())}).encode())
@@ -419,6 +451,58 @@ CASES: dict[str, Case] = {
     "entropy_suffixed_name": Case("generic_high_entropy", "GITHUB_TOKEN_OLD={s}", lambda: rand(40)),
     # a JWT wins over the header it sits in
     "jwt_in_bearer": Case("jwt", "Authorization: Bearer {s}", jwt),
+    # Obsidian/Dataview inline fields (two colons)
+    "inline_field_password": Case("password", "password:: {s}", passphrase),
+    "inline_field_api_token": Case("secret", "api_token:: {s}", lambda: rand(32)),
+    "inline_field_wifi": Case("password", "wifi_password:: {s}", password),
+    "inline_field_in_prose": Case(
+        "password", "The NAS admin [password:: {s}] changes monthly.", passphrase
+    ),
+    # passwords written as sentences, English and French
+    "prose_password_is": Case("password", "the password is {s}", passphrase),
+    "prose_password_is_random": Case(
+        "password", "The router password is {s} until Monday.", prose_password
+    ),
+    "prose_wifi_password_colon": Case("password", "my wifi password: {s}", passphrase),
+    "prose_wifi_no_separator": Case("password", "Wi-Fi HomeNet password {s}", passphrase),
+    "prose_password_for_qualifier": Case(
+        "password", "The Wi-Fi password for the guest network is {s}", passphrase
+    ),
+    "prose_mot_de_passe": Case("password", "mot de passe : {s}", passphrase),
+    "prose_le_mot_de_passe_est": Case("password", "le mot de passe est {s}", passphrase),
+    "prose_mot_de_passe_du_wifi": Case(
+        "password", "Le mot de passe du wifi est « {s} ».", prose_password
+    ),
+    "prose_login_pair": Case("password", "login: admin / {s}", passphrase),
+    "prose_login_pair_random": Case("password", "Username: root / {s}", prose_password),
+    # bot tokens: in the API URL, and without the usual "AA"
+    "telegram_api_url": Case(
+        "telegram_bot_token",
+        "curl https://api.telegram.org/bot{s}/getMe",
+        lambda: digits(10) + ":AA" + rand(33, URLSAFE),
+    ),
+    "telegram_env_colon": Case(
+        "telegram_bot_token",
+        "TELEGRAM_BOT_TOKEN={s}",
+        lambda: digits(9) + ":AA" + rand(33, URLSAFE),
+    ),
+    "telegram_without_aa": Case("telegram_bot_token", "telegram bot token {s}", telegram_plain),
+    # Twilio-style positional credentials
+    "twilio_client_alnum_token": Case(
+        "twilio",
+        'client = Client("AC{sid}", "{s}")',
+        lambda: rand(32),
+        extra=lambda: {"sid": rand(32, HEX)},
+    ),
+    # key material named only in prose
+    "key_encryption_is": Case("secret", "The encryption key is {s}", b64_key),
+    "key_restic_repo": Case("secret", "restic repo key: {s}", b64_key),
+    "key_backup_no_separator": Case("secret", "backup key {s}", b64_key),
+    "key_parenthesised": Case(
+        "secret", "Keep the restic repository key ({s}) in the safe.", b64_key
+    ),
+    "key_cle_de_chiffrement": Case("secret", "clé de chiffrement : {s}", b64_key),
+    "key_cle_sans_accent": Case("secret", "cle de chiffrement: {s}", b64_key),
 }
 
 # How a contextual snippet sits in a note.
@@ -475,9 +559,109 @@ def test_several_secrets_on_one_line() -> None:
     assert out == "DB_PASSWORD=[REDACTED:password] GITHUB_TOKEN=[REDACTED:github_token] REGION=eu"
 
 
+def test_twilio_api_key_and_its_secret_as_positional_arguments() -> None:
+    sid, secret = "S" + "K" + rand(32, HEX), rand(32)
+    line = f'client = Client("{sid}", "{secret}")'
+    out = assert_redacted(HEAD + line + TAIL, [sid, secret], Counter({"twilio": 2}))
+    assert 'client = Client("[REDACTED:twilio]", "[REDACTED:twilio]")' in out
+
+
+# --------------------------------------------------------------------------- Kubernetes
+
+
+def b64_of(value: str) -> str:
+    return base64.b64encode(value.encode()).decode()
+
+
+def k8s_secret(values: dict[str, str], *, kind_first: bool = True, string_data: bool = False):
+    """A Secret manifest's lines; ``values`` are written base64-encoded under ``data:``
+    (or as they are under ``stringData:``)."""
+    head = ["apiVersion: v1", "kind: Secret", "metadata:", "  name: app-credentials"]
+    section = ["stringData:" if string_data else "data:"] + [
+        f"  {k}: {v if string_data else b64_of(v)}" for k, v in values.items()
+    ]
+    tail = ["type: Opaque"]
+    return head + section + tail if kind_first else head[:1] + section + head[2:] + head[1:2]
+
+
+CONFIGMAP = [
+    "apiVersion: v1",
+    "kind: ConfigMap",
+    "metadata:",
+    "  name: app-config",
+    "data:",
+    "  LOG_LEVEL: debug",
+    "  CACHE_KEY_PREFIX: c2Vzc2lvbnM=",  # base64-looking, but a ConfigMap is not secret
+]
+
+
+def _assert_k8s(lines: list[str], secrets_: list[str], n: int, kept: list[str]) -> str:
+    note = "\n".join(lines) + "\n"
+    out = assert_redacted(note, secrets_, Counter({"kubernetes_secret": n}))
+    for line in kept:
+        assert line in out.splitlines()
+    return out
+
+
+@pytest.mark.parametrize("fenced", [True, False], ids=["fence", "bare"])
+@pytest.mark.parametrize("kind_first", [True, False], ids=["kind_first", "data_first"])
+def test_kubernetes_secret_data_redacted(fenced: bool, kind_first: bool) -> None:
+    values = {"username": "app", "password": passphrase(), "api-key": rand(32)}
+    manifest = k8s_secret(values, kind_first=kind_first)
+    body = ["```yaml", *manifest, "```"] if fenced else manifest
+    lines = ["# Deploy", "", "Apply the manifest:", "", *body, "", "Then restart the pods."]
+    out = _assert_k8s(lines, [b64_of(v) for v in values.values()], 3, ["Then restart the pods."])
+    assert "  password: [REDACTED:kubernetes_secret]" in out.splitlines()
+    assert "  name: app-credentials" in out.splitlines()
+
+
+def test_kubernetes_string_data_and_block_values() -> None:
+    pw, token, cert_line = passphrase(), rand(40), rand(64, B64)
+    lines = [
+        "kind: Secret",
+        "stringData:",
+        f'  DB_PASSWORD: "{pw}"',
+        f"  token: {token}",
+        "  config.yaml: |",
+        f"    signing: {cert_line}",
+        "metadata:",
+        "  name: app",
+    ]
+    out = _assert_k8s(lines, [pw, token, cert_line], 3, ["  config.yaml: |", "  name: app"])
+    assert '  DB_PASSWORD: "[REDACTED:kubernetes_secret]"' in out.splitlines()
+
+
+def test_kubernetes_multi_document_only_the_secret() -> None:
+    values = {"password": passphrase()}
+    lines = [
+        "```yaml",
+        *CONFIGMAP,
+        "---",
+        *k8s_secret(values),
+        "---",
+        *CONFIGMAP,
+        "```",
+    ]
+    _assert_k8s(lines, [b64_of(values["password"])], 1, CONFIGMAP)
+
+
+def test_kubernetes_secret_placeholders_kept() -> None:
+    manifest = [
+        "kind: Secret",
+        "data:",
+        "  password: {{ .Values.password | b64enc }}",
+        "  token: ${TOKEN_B64}",
+        '  empty: ""',
+        f"  example: {b64_of('changeme')}",
+        "  other: <base64-encoded-value>",
+    ]
+    note = "\n".join(manifest) + "\n"
+    assert redact(note) == (note, Counter())
+
+
 def test_every_kind_is_tested() -> None:
     tested = {t.kind for t in TOKENS.values()} | {c.kind for c in CASES.values()}
-    tested.add("private_key")
+    tested |= {"private_key", "kubernetes_secret"}
     assert tested == set(KINDS)
 
 
@@ -658,6 +842,35 @@ def keep_cases() -> dict[str, str]:
         + "END CERTIFICATE"
         + D5,
         "pem_header_constant": '_START = b"' + D5 + "BEGIN OPENSSH " + PRIV + D5 + '"',
+        # ordinary prose about passwords and keys, English and French
+        "prose_reset_password": "reset your password in the settings page",
+        "prose_password_policy": "the password policy requires 12 characters",
+        "prose_mot_de_passe_oublie": "mot de passe oublié ?",
+        "prose_password_required": "The password is required and is case-sensitive.",
+        "prose_password_parameter": "The password is passed in the lpszPassword parameter.",
+        "prose_password_type": "The password is a Win32_UserAccount property.",
+        "prose_mot_de_passe_stocke": "le mot de passe est stocké dans le coffre",
+        "prose_password_hash": f"the password hash is {sha64}",
+        "prose_password_commit": f"password fix landed in {sha40}",
+        "prose_password_length_colon": "Password length: 12 characters",
+        "prose_wifi_password_words": "The Wi-Fi password is on the fridge.",
+        "prose_login_placeholder": "login: admin / <password>",
+        "prose_login_words": "login: admin / password",
+        "prose_login_path": "user: docs / readme",
+        "prose_encryption_key_words": "the encryption key is stored in the TPM",
+        "prose_encryption_key_fingerprint": f"encryption key fingerprint: {sha64}",
+        "prose_backup_key_uuid": f"backup key id {uuid.uuid4()}",
+        "prose_master_key_prose": "Rotate the master key every year, see the runbook.",
+        "prose_cle_de_chiffrement": "la clé de chiffrement est dans le coffre",
+        # inline fields holding placeholders or plain values
+        "inline_field_changeme": "password:: changeme",
+        "inline_field_env": "api_token:: ${API_TOKEN}",
+        "inline_field_angle": "api_token:: <your-token>",
+        "inline_field_xxx": "password:: xxx",
+        "inline_field_not_secret": "status:: in-progress",
+        "cpp_scope": "std::string password = read_password();",
+        "rust_path": "let key = Key::from_slice(&bytes);",
+        "telegram_like_time": "at 20240101:1200 the bot restarted",
     }
 
 
@@ -804,6 +1017,12 @@ PATHOLOGICAL: dict[str, str] = {
     "auth_headers": "Authorization: " * 30_000,
     "urlsafe_base64": base64.urlsafe_b64encode(os.urandom(375_000)).decode(),
     "hex": os.urandom(250_000).hex(),
+    "prose_passwords": "the wifi password for the guest network is " * 20_000,
+    "login_pairs": "login: a / " * 50_000,
+    "key_phrases": "restic repo key " * 50_000,
+    "inline_fields": "password:: " * 50_000,
+    "k8s_secrets": "kind: Secret\ndata:\n  a: b\n" * 30_000,
+    "k8s_separated": "kind: Secret\n---\ndata:\n" * 30_000,
 }
 
 
