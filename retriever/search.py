@@ -462,7 +462,7 @@ class Searcher:
         where: str,
         fparams: dict[str, object],
     ) -> list[int]:
-        top = sorted(scores, key=lambda c: -scores[c])[:10]
+        top = sorted(scores, key=lambda c: (-scores[c], c))[:10]  # explicit tie-break
         if not top:
             return []
         docs = dict(
