@@ -55,7 +55,7 @@ def build_log(lines: int = 5_000) -> ToolOutput:
     )
 
 
-def test_run(passes: int = 800) -> ToolOutput:
+def suite_run(passes: int = 800) -> ToolOutput:
     rng = random.Random(2)
     files = [f"tests/test_{n}.py" for n in ("api", "auth", "sync", "store", "cli", "search")]
     out = ["============================= test session starts ==============================",
@@ -181,4 +181,4 @@ def json_answer(items: int = 500) -> ToolOutput:
 
 
 def all_outputs() -> list[ToolOutput]:
-    return [build_log(), test_run(), git_log(), web_page(), json_answer()]
+    return [build_log(), suite_run(), git_log(), web_page(), json_answer()]
