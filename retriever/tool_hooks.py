@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 # Unasked-for context before a tool call must be precise: the best passage must hold this
 # share of the query's terms (all of one or two words, two of three).
-PRE_TOOL_MIN_COVERAGE = 0.67
+PRE_TOOL_MIN_COVERAGE = 0.66
 MAX_QUERY_WORDS = 12
 TINY_FILE_BYTES = 4_096
 RECENT_QUERIES = 16
@@ -65,7 +65,8 @@ _GENERIC = frozenset(
     "grep rg find sed awk sort uniq cut tr cat head tail less more bat systemctl journalctl "
     "def class function func return import from const let var self none null true false "
     "readthedocs github gitlab stackoverflow wikipedia medium stable latest master blob tree "
-    "wiki how does what why when where which work".split()
+    "wiki how does what why when where which work code repo repos project projects workspace "
+    "dev".split()
 )
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+[a-z]*", re.UNICODE)
 _REGEX_CHARS = re.compile(r"\\[wdsbWDSB]|[\\^$.*+?()\[\]{}|]")
