@@ -279,7 +279,10 @@ def is_repeat(folder: Path | None, session_id: object, key: str, query: str) -> 
     repeat = state.get("last_key") == key or query in recent
     state["last_key"] = key
     state["recent"] = ([q for q in recent if q != query] + [query])[-RECENT_QUERIES:]
-    save_state(folder, session_id, state)
+    try:
+        save_state(folder, session_id, state)
+    except OSError as exc:  # no memory this time: still answer
+        log.info("hook state not saved: %s", type(exc).__name__)
     return repeat
 
 
