@@ -66,6 +66,9 @@ class Settings(BaseSettings):
         r"^(Read|Edit|MultiEdit|Write|NotebookEdit|Grep|Glob|Bash|WebSearch|WebFetch)$"
     )
     hook_pre_tool_budget: int = Field(default=300, description="Tokens of injected passages")
+    hook_pre_tool_mode: str = Field(
+        default="lexical", description="Search mode: tool calls give keywords (no model load)"
+    )
     hook_post_tool: bool = Field(default=True, description="PostToolUse hook on/off")
     hook_post_tool_matcher: str = Field(
         default=r"^(?!mcp__retriever__)", description="Tools whose long output is compressed"

@@ -251,7 +251,8 @@ def tool_context(app: Retriever, tool_name: str, query: str, budget_tokens: int)
     Byte-stable: no timings or scores, only citations, headings and passage text.
     """
     try:
-        result = app.search(query, budget_tokens=budget_tokens, fresh=False)
+        mode = app.settings.hook_pre_tool_mode
+        result = app.search(query, budget_tokens=budget_tokens, mode=mode, fresh=False)
     except Exception as exc:
         log.warning("pre-tool hook: search failed: %s", type(exc).__name__)
         return ""
