@@ -73,6 +73,7 @@ Good habits:
 4. If `mode` is "lexical", semantic matching is down (see `degraded_reason`): rephrase with
    the exact words the notes would use, and try synonyms.
 5. Paths are always relative to the vault root, with forward slashes ('folder/Note.md').
+6. `compress` a long log, test run or page with your task before reading it whole.
 """
 
 

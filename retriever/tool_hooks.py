@@ -162,7 +162,11 @@ def tool_query(
     tool_name: str, tool_input: dict[str, Any], cwd: str | None = None
 ) -> tuple[str, str] | None:
     """(repeat key, query) for a tool call, or None when it never needs the vault."""
-    get = lambda key: tool_input.get(key) if isinstance(tool_input.get(key), str) else ""  # noqa: E731
+
+    def get(key: str) -> str:
+        value = tool_input.get(key)
+        return value if isinstance(value, str) else ""
+
     if tool_name in {"Read", "Edit", "MultiEdit", "Write", "NotebookEdit", "NotebookRead"}:
         path = get("file_path") or get("notebook_path") or get("path")
         key, words = f"file:{path}", path_words(path)
