@@ -11,7 +11,7 @@ CORPUS ?= ../shared/corpora/win32-17k
 MODEL ?= ../shared/models/m2v-minilm-256
 CASES ?= ../shared/corpora/dendron-vault-cases.jsonl
 
-.PHONY: install run index serve test lint format bench bench-index bench-quality eval up down logs clean
+.PHONY: install run index serve test lint format bench bench-index bench-quality bench-hooks eval up down logs clean
 
 $(BIN)/retriever: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,9 @@ bench: install
 
 bench-index: install
 	$(BIN)/python -m benchmarks.bench_index --corpus "$(CORPUS)" --model "$(MODEL)"
+
+bench-hooks: install
+	$(BIN)/python -m benchmarks.bench_hooks --vault tests/vault --runs 30
 
 bench-quality: install
 	$(BIN)/python -m benchmarks.quality --corpus ../shared/corpora/dendron-vault --model "$(MODEL)" --cases "$(CASES)"

@@ -586,6 +586,22 @@ def hook_prompt(
     raise typer.Exit(run_prompt_hook(vault, budget_tokens=budget))
 
 
+@hook_app.command("pre-tool")
+def hook_pre_tool(vault: VaultOpt = None) -> None:
+    """PreToolUse: cited notes about the file, command or search the agent is about to run."""
+    from retriever.tool_hooks import run_pre_tool_hook
+
+    raise typer.Exit(run_pre_tool_hook(vault))
+
+
+@hook_app.command("post-tool")
+def hook_post_tool(vault: VaultOpt = None) -> None:
+    """PostToolUse: a focused extract of a long tool output (MCP output is replaced)."""
+    from retriever.tool_hooks import run_post_tool_hook
+
+    raise typer.Exit(run_post_tool_hook(vault))
+
+
 @db_app.command("upgrade")
 def db_upgrade(as_json: JsonOpt = False) -> None:
     """Apply database migrations up to the latest revision."""

@@ -90,6 +90,24 @@ class Settings(BaseSettings):
     fresh_max_files: int = 200
     fresh_interval: float = Field(default=2.0, description="Seconds between freshness passes")
 
+    # Agent hooks (retriever hook pre-tool / post-tool); matchers are regexes on tool names.
+    hook_pre_tool: bool = Field(default=True, description="PreToolUse hook on/off")
+    hook_pre_tool_matcher: str = (
+        r"^(Read|Edit|MultiEdit|Write|NotebookEdit|Grep|Glob|Bash|WebSearch|WebFetch)$"
+    )
+    hook_pre_tool_budget: int = Field(default=300, description="Tokens of injected passages")
+    hook_pre_tool_mode: str = Field(
+        default="lexical", description="Search mode: tool calls give keywords (no model load)"
+    )
+    hook_post_tool: bool = Field(default=True, description="PostToolUse hook on/off")
+    hook_post_tool_matcher: str = Field(
+        default=r"^(?!mcp__retriever__)", description="Tools whose long output is compressed"
+    )
+    hook_compress_threshold: int = Field(
+        default=12_000, description="Compress tool output longer than this (characters)"
+    )
+    hook_compress_budget: int = Field(default=800, description="Tokens of a compressed extract")
+
     def resolved_vault(self) -> Path:
         return self.vault.expanduser().resolve()
 

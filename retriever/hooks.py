@@ -25,7 +25,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from retriever.notes import scrub_message
 from retriever.redact import redact
 
 if TYPE_CHECKING:
@@ -120,6 +119,8 @@ def session_context(app: Retriever, *, timeout: float = 2.0) -> str:
 
 def session_start(app: Retriever) -> str:
     """The SessionStart hook's stdout: the health summary as additional context."""
+    from retriever.notes import scrub_message  # lazy: the tool hooks import this module
+
     try:
         context = session_context(app)
     except Exception as exc:  # never break the session start
@@ -170,6 +171,8 @@ def prompt_context(app: Retriever, prompt: str, budget_tokens: int = 600) -> str
     )
     body = result.to_markdown()
     if result.degraded_reason:
+        from retriever.notes import scrub_message
+
         body = body.replace(result.degraded_reason, scrub_message(app, result.degraded_reason))
     return hook_output("UserPromptSubmit", _cap(redact(f"{header}\n\n{body}")[0]))
 
@@ -219,6 +222,9 @@ def run_prompt_hook(
     app = None
     try:
         app = _app(vault)
+        from retriever.tool_hooks import remember_prompt
+
+        remember_prompt(app.settings, event.get("session_id"), prompt)  # for post-tool
         text = prompt_context(app, prompt, budget_tokens=budget_tokens)
     except Exception as exc:
         log.warning("prompt hook failed: %s", type(exc).__name__)

@@ -18,8 +18,10 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import psycopg
+if TYPE_CHECKING:  # annotations only: hooks tokenise without loading the database driver
+    import psycopg
 
 NORMALISER_VERSION = "1"
 

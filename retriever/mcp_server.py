@@ -16,6 +16,7 @@ streamable HTTP. The server:
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
 import json
@@ -29,7 +30,9 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from pydantic import Field
 
 from healthcheck.checks import HealthReport, run_health
-from retriever import notes
+from retriever import hooks, notes, tool_hooks
+from retriever.budget import estimate_tokens
+from retriever.compress import compress as compress_text
 from retriever.config import env_flag
 from retriever.redact import redact
 
@@ -52,6 +55,10 @@ MAX_HITS = 40
 MAX_OUTPUT_BYTES = 64_000
 MAX_TAGS = 20
 DEFAULT_PORT = 8765
+MAX_HOOK_BUDGET = 4_000
+MAX_COMPRESS_BYTES = 4_000_000  # tool outputs are big; the extract is small
+_BARE_INPUT_KEYS = {"Bash": "command", "WebSearch": "query", "WebFetch": "url",
+                    "Grep": "pattern", "Glob": "pattern"}  # fmt: skip
 STARTUP_WAIT_SECONDS = 30.0
 
 INSTRUCTIONS = """\
@@ -66,6 +73,7 @@ Good habits:
 4. If `mode` is "lexical", semantic matching is down (see `degraded_reason`): rephrase with
    the exact words the notes would use, and try synonyms.
 5. Paths are always relative to the vault root, with forward slashes ('folder/Note.md').
+6. `compress` a long log, test run or page with your task before reading it whole.
 """
 
 
@@ -296,6 +304,38 @@ def _cap_hits(data: dict[str, Any]) -> dict[str, Any]:
     if data.get("truncated"):
         data["hint"] = "answer cut to fit; lower budget_tokens or narrow with folder/tags"
     return data
+
+
+def _check_tool_name(value: object) -> str:
+    if not isinstance(value, str) or not 0 < len(value) <= 200 or not value.isprintable():
+        raise _bad("tool_name must be the tool's name, e.g. 'Read', 'Bash' or 'mcp__srv__tool'")
+    return value
+
+
+def _check_hook_event(value: str | None, expected: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if value != expected:
+        raise _bad(f"hook_event must be '{expected}' or left out")
+    return value
+
+
+def _tool_input(tool_name: str, value: dict[str, Any] | str) -> dict[str, Any]:
+    """A tool input given as an object, as JSON text, or as the bare path/command/query."""
+    if _size(value) > HARD_INPUT_BYTES:
+        raise _bad(f"tool_input is over the {HARD_INPUT_BYTES // 1000} KB limit")
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed
+        key = _BARE_INPUT_KEYS.get(tool_name, "file_path")
+        return {key: value}
+    if not isinstance(value, dict):
+        raise _bad("tool_input must be an object such as {'file_path': 'notes/x.md'}")
+    return value
 
 
 def _cap_text(text: str, limit: int = MAX_OUTPUT_BYTES) -> str:
@@ -555,6 +595,129 @@ def build_server(
         """
         return state.run(
             "links", lambda: _redact_all(notes.note_links(app, path, direction, depth))
+        )
+
+    @server.tool(annotations=read_only)
+    def context_for_tool(
+        tool_name: Annotated[
+            str, Field(description="The tool about to run: 'Read', 'Bash', 'WebSearch', ...")
+        ],
+        tool_input: Annotated[
+            dict[str, Any] | str,
+            Field(description="Its input, as an object or JSON text (or the bare path/command)."),
+        ],
+        budget_tokens: Annotated[
+            int, Field(description=f"Tokens of passage text, {MIN_BUDGET}-{MAX_HOOK_BUDGET}.")
+        ] = 300,
+        hook_event: Annotated[
+            str | None,
+            Field(description="'PreToolUse': answer as Claude Code hook JSON (mcp_tool hooks)."),
+        ] = None,
+        session_id: Annotated[
+            str | None, Field(description="The hook's session id: repeats then get nothing.")
+        ] = None,
+    ) -> str:
+        """Notes relevant to a tool call about to run (a file, command, web search, grep).
+
+        Returns a small cited markdown block, or an empty string when the call is trivial
+        (ls, pwd, tiny files), repeated, or the vault does not clearly cover it. Same
+        behaviour as the `retriever hook pre-tool` command, without starting a process.
+
+        Examples
+        - context_for_tool(tool_name="Read", tool_input={"file_path": "ops/restic_backup.sh"})
+        - context_for_tool(tool_name="Bash", tool_input="restic check --read-data")
+        """
+
+        def body() -> str:
+            name = _check_tool_name(tool_name)
+            event = _check_hook_event(hook_event, "PreToolUse")
+            found = tool_hooks.tool_query(name, _tool_input(name, tool_input))
+            budget = _check_budget(budget_tokens)
+            if budget > MAX_HOOK_BUDGET:
+                raise _bad(f"budget_tokens must be at most {MAX_HOOK_BUDGET} here")
+            if found is None or _repeated(session_id, *found):
+                return ""
+            state.maybe_reprobe()
+            block = tool_hooks.tool_context(app, name, found[1], budget)
+            if event and block:
+                return hooks.hook_output(event, block)
+            return _cap_text(block)
+
+        return state.run("context_for_tool", body)
+
+    def _repeated(session_id: str | None, key: str, query: str) -> bool:
+        if session_id is None:
+            return False
+        sid = _check_text(session_id, "session_id")
+        try:
+            folder = tool_hooks.state_dir(app.settings)
+        except OSError:
+            return False
+        return tool_hooks.is_repeat(folder, sid, key, query)
+
+    @server.tool(annotations=read_only)
+    def compress(
+        text: Annotated[
+            str, Field(description="A long text: build log, test run, command output, page, JSON.")
+        ],
+        task: Annotated[str, Field(description="What you are looking for in it.")] = "",
+        budget_tokens: Annotated[
+            int, Field(description=f"Tokens of the extract, {MIN_BUDGET}-{MAX_HOOK_BUDGET}.")
+        ] = 800,
+        tool_name: Annotated[
+            str | None, Field(description="The tool that produced it (hook use).")
+        ] = None,
+        hook_event: Annotated[
+            str | None,
+            Field(description="'PostToolUse': answer as Claude Code hook JSON (mcp_tool hooks)."),
+        ] = None,
+        session_id: Annotated[
+            str | None, Field(description="The hook's session id: scores against its prompt.")
+        ] = None,
+    ) -> str:
+        """A focused extract of a long text: the lines that matter for the task, with line
+        numbers, error lines always kept, runs of similar lines collapsed, and a last line
+        saying what was dropped. Deterministic; no model involved.
+
+        Examples
+        - compress(text=<5,000-line build log>, task="why does the build fail")
+        - compress(text=<git log>, task="which commit changed the caddy reload timeout")
+        """
+
+        def body() -> str:
+            size = len(text.encode("utf-8", errors="replace")) if isinstance(text, str) else -1
+            if size < 0 or size > MAX_COMPRESS_BYTES:
+                raise _bad(f"text must be a string of at most {MAX_COMPRESS_BYTES // 1_000_000} MB")
+            goal = _check_text(task, "task", tool_hooks.MAX_TASK_CHARS) or ""
+            budget = _check_budget(budget_tokens)
+            if budget > MAX_HOOK_BUDGET:
+                raise _bad(f"budget_tokens must be at most {MAX_HOOK_BUDGET} here")
+            if _check_hook_event(hook_event, "PostToolUse"):
+                return _compress_hook(text, goal, budget, tool_name, session_id)
+            if estimate_tokens(text) <= budget:
+                return _cap_text(redact(text)[0])
+            hint = "the full text is the one you passed in"
+            extract = compress_text(text, goal, budget_tokens=budget, full_hint=hint)
+            return _cap_text(redact(extract.text)[0])
+
+        return state.run("compress", body)
+
+    def _compress_hook(
+        text: str, task: str, budget: int, tool_name: str | None, session_id: str | None
+    ) -> str:
+        name = _check_tool_name(tool_name or "")
+        try:  # ${tool_response} arrives as JSON text: take the tool's own text out of it
+            text = tool_hooks.output_text(json.loads(text))
+        except ValueError:
+            pass
+        if not task and session_id:
+            sid = _check_text(session_id, "session_id") or ""
+            with contextlib.suppress(OSError):
+                saved = tool_hooks.load_state(tool_hooks.state_dir(app.settings), sid)
+                task = str(saved.get("prompt") or "")
+        settings = app.settings
+        return tool_hooks.compress_output(
+            name, text, task, "", threshold=settings.hook_compress_threshold, budget_tokens=budget
         )
 
     @server.tool(annotations=read_only)

@@ -28,7 +28,8 @@ from retriever.app import Retriever
 from retriever.config import Settings
 from retriever.mcp_server import RemoteBindError, Warmup, build_server, check_bind, serve
 
-TOOLS = {"search", "read_note", "list_notes", "get_context", "links", "health"}
+TOOLS = {"search", "read_note", "list_notes", "get_context", "links", "health",
+         "context_for_tool", "compress"}  # fmt: skip
 
 
 def fake_github_token() -> str:
@@ -150,6 +151,64 @@ def test_get_context_is_markdown_with_mode(mcp: Caller) -> None:
     assert isinstance(text, str)
     assert text.startswith("> search mode: hybrid")
     assert "### homelab/Backups.md:" in text
+
+
+def test_get_context_is_byte_stable(mcp: Caller, indexed: Retriever, vault_copy: Path) -> None:
+    def ask() -> str:
+        return mcp.ok("get_context", topic="restic backups and restore tests", budget_tokens=800)
+
+    first = ask()
+    assert ask() == first
+    note = vault_copy / "cooking" / "Shakshuka.md"
+    note.write_text(note.read_text(encoding="utf-8") + "\nServe with warm bread.\n")
+    assert indexed.index().files_changed == 1
+    assert ask() == first
+
+
+def test_context_for_tool(mcp: Caller) -> None:
+    block = mcp.ok("context_for_tool", tool_name="Read",
+                   tool_input={"file_path": "/code/ops/restic_backup.sh"})  # fmt: skip
+    assert "homelab/Backups.md:" in block
+    as_text = mcp.ok("context_for_tool", tool_name="Bash", tool_input="restic snapshots --json")
+    assert "homelab/Backups.md:" in as_text
+    hook = json.loads(mcp.ok("context_for_tool", tool_name="Read", hook_event="PreToolUse",
+                             tool_input='{"file_path": "/code/ops/restic_backup.sh"}'))  # fmt: skip
+    assert hook["hookSpecificOutput"]["hookEventName"] == "PreToolUse"
+    assert "homelab/Backups.md:" in hook["hookSpecificOutput"]["additionalContext"]
+    assert mcp.ok("context_for_tool", tool_name="Bash", tool_input={"command": "ls -la"}) == ""
+    args = {"tool_name": "Glob", "tool_input": {"pattern": "**/*sourdough*"}, "session_id": "m1"}
+    assert mcp.ok("context_for_tool", **args)
+    assert mcp.ok("context_for_tool", **args) == ""  # repeated in the same session
+    assert "hook_event" in mcp.error("context_for_tool", tool_name="Read", tool_input="x.md",
+                                     hook_event="PostToolUse")  # fmt: skip
+    assert "tool_input" in mcp.error("context_for_tool", tool_name="Read",
+                                     tool_input={"file_path": "x" * 200_000})  # fmt: skip
+
+
+def test_compress_tool(mcp: Caller) -> None:
+    from tests.tool_outputs import build_log, json_answer
+
+    log = build_log()
+    text = mcp.ok("compress", text=log.text, task="why does the build fail", budget_tokens=600)
+    assert "error: 'kMaxIdle' was not declared" in text and len(text) < len(log.text) / 10
+    assert text.splitlines()[-1].startswith("[extract of 4,994 lines")
+    assert mcp.ok("compress", text="short text", task="x") == "short text"
+    api = json_answer()
+    wrapped = json.dumps([{"type": "text", "text": api.text}])  # as ${tool_response} arrives
+    hook = json.loads(mcp.ok("compress", text=wrapped, task=api.task, tool_name=api.tool_name,
+                             hook_event="PostToolUse"))  # fmt: skip
+    assert '"name":"backup-nas"' in hook["hookSpecificOutput"]["updatedMCPToolOutput"]
+    small = mcp.ok("compress", text="tiny", tool_name="Bash", hook_event="PostToolUse")
+    assert small == ""  # below the threshold: the hook leaves the output alone
+    assert "tool_name" in mcp.error("compress", text=wrapped, hook_event="PostToolUse")
+    assert "budget_tokens" in mcp.error("compress", text="x", budget_tokens=50)
+
+
+def test_compress_tool_redacts(mcp: Caller) -> None:
+    token = fake_github_token()
+    text = "\n".join(f"line {i} fine" for i in range(2000)) + f"\nERROR bad token {token}\n"
+    out = mcp.ok("compress", text=text, task="errors")
+    assert "bad token" in out and token not in out
 
 
 def test_list_notes_links_and_health(mcp: Caller) -> None:
