@@ -86,7 +86,7 @@ def main() -> None:
             s: [i for i, q in enumerate(queries) if q.split == s] for s in ("choose", "report")
         }
         chooser = cal.Chooser(bench, split["choose"], split["report"], {})
-        chosen = cal.choose_ranking(chooser, hybrid=model is not None)
+        chosen = cal.corrected(cal.choose_ranking(chooser, hybrid=model is not None))
         real_arms, grades = real_scores(app, conn, cases)
 
         def real(r: Ranking) -> float:
@@ -103,6 +103,16 @@ def main() -> None:
                 r = config.ranking
                 rows.append((r, float(chooser.score(r).mean()), real(r)))
         chosen_real = real(chosen)
+        refs = {"lex": Ranking("lexical", graph_weight=0.0), "sem": Ranking("semantic", graph_weight=0.0),
+                "lin.5": Ranking("linear", 0.5, graph_weight=0.0), "lin1": Ranking("linear", 1.0, graph_weight=0.0),
+                "rrf.5": Ranking("rrf", 0.5, graph_weight=0.0), "rrf1": Ranking("rrf", 1.0, graph_weight=0.0),
+                "rrf2": Ranking("rrf", 2.0, graph_weight=0.0)}  # fmt: skip
+        kinds = sorted({q.kind for q in queries})
+        print("kind      n   " + " ".join(f"{k:>7}" for k in refs))
+        for kind in kinds:
+            idx = [i for i, q in enumerate(queries) if q.kind == kind]
+            print(f"{kind:<8}{len(idx):>4}  " + " ".join(f"{bench.ndcg(r, idx).mean():7.3f}" for r in refs.values()))
+        print(f"{'REAL':<8}{len(cases):>4}  " + " ".join(f"{real(r):7.3f}" for r in refs.values()))
     rows.sort(key=lambda x: -x[2])
     pseudo = np.array([x[1] for x in rows])
     actual = np.array([x[2] for x in rows])

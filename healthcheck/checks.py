@@ -462,6 +462,32 @@ def _coverage_check(
 # --------------------------------------------------------------------------- entry point
 
 
+def _ranking_check(
+    conn: psycopg.Connection, embedder: Embedder | None, facts: dict[str, Any]
+) -> Check:
+    """Which ranking searches use: calibrated for this vault and model, or the defaults.
+    Never a problem by itself (the defaults work); the hint says how to calibrate."""
+    from retriever.calibration_store import LEXICAL_KEY, load_result, summary
+
+    timer = _Timer()
+    found = load_result(conn, embedder.fingerprint) if embedder is not None else None
+    found = found or load_result(conn, LEXICAL_KEY)
+    facts["calibration"] = info = summary(found)
+    if info["state"] != "calibrated":
+        return Check("ranking", "ok", f"default ranking ({info['reason']})",
+                     "run `retriever calibrate` once the vault has 30 notes or more",
+                     ms=timer.ms)  # fmt: skip
+    rates = info.get("absence_report") or {}
+    detail = (f"calibrated {str(info['created_at'])[:10]}: {info['ranking']}, "
+              f"pseudo-query nDCG@10 {info['ndcg_report']:.3f}")  # fmt: skip
+    if rates:
+        detail += (f"; absence flags {rates['absent_flagged']:.0%} of left-out,"
+                   f" {rates['answerable_flagged']:.0%} of answerable pseudo-queries")  # fmt: skip
+    stale = embedder is not None and info.get("model") is None
+    hint = "the current model has no calibration yet: run `retriever calibrate`" if stale else None
+    return Check("ranking", "ok", detail, hint, ms=timer.ms)
+
+
 def _safely(name: str, fn: Callable[[], Check], *, critical: bool = False) -> Check:
     try:
         return fn()
@@ -529,6 +555,7 @@ def run_health(
                     "index", lambda: _coverage_check(app, conn, model_holder[0], vault_ok, facts)
                 )
             )
+            checks.append(_safely("ranking", lambda: _ranking_check(conn, embedder, facts)))
         else:
             why = "the database is unreachable" if conn is None else "the schema is not usable"
             checks.append(Check("model", "fail", f"not checked: {why}"))

@@ -259,7 +259,8 @@ class Retriever:
             with conn.transaction():
                 result = calibrate(conn, self._searcher, embedder=embedder if model else None,
                                    model=model, bm25=self.bm25(),
-                                   false_rate=self.settings.absent_false_rate)  # fmt: skip
+                                   absent_coverage=self.settings.absent_coverage,
+                                   absent_quantile=self.settings.absent_quantile)  # fmt: skip
         return result
 
     def calibration(self) -> dict[str, Any] | None:

@@ -38,16 +38,22 @@ log = logging.getLogger(__name__)
 MIN_NOTES = 30  # below this a vault is too small to calibrate: defaults apply
 MAX_QUERIES = 400
 EMBED_BATCH = 64
+FOUND_DEPTH = 3  # a note "found" by a query: among the first three
 MIN_HALF = 15  # pseudo-queries each half needs for a choice worth making
 MIN_ABSENCE_QUERIES = 20  # per half; fewer and the default absence rule stays
 NOISE_FLOOR = 0.002  # nDCG differences below this are never worth a more complex ranking
 
 METHOD_GRID = [
     DEFAULT_RANKING.with_(title_weight=0.0, graph_weight=0.0),  # first: the simplest
-    *[Ranking("linear", sw) for sw in (0.25, 0.5, 1.0, 2.0, 4.0)],
-    *[Ranking("rrf", sw, k) for k in (20.0, 60.0) for sw in (0.5, 1.0, 2.0)],
-    *[Ranking("interleave", sw) for sw in (1.0, 2.0)],
+    *[Ranking("linear", sw) for sw in (0.125, 0.25, 0.5, 1.0, 2.0)],
+    *[Ranking("rrf", sw, k) for k in (20.0, 60.0) for sw in (0.25, 0.5, 1.0)],
+    *[Ranking("interleave", sw) for sw in (0.5, 1.0)],
 ]
+# Pseudo-queries are cut from the notes themselves, so they flatter the lexical arm: on
+# four development collections with a static and a transformer model, the semantic
+# weight that serves real questions best is about twice the pseudo-query optimum. The
+# choice is made on pseudo-queries, then its semantic weight is corrected by this factor.
+SEMANTIC_CORRECTION = 2.0
 SINGLE_ARMS = [Ranking("lexical"), Ranking("semantic")]
 CLEAR_WIN = 2.0  # standard errors by which one arm alone must beat the fusion to replace it
 TITLE_GRID = (0.0, 0.25, 0.5, 1.0, 2.0)
@@ -276,19 +282,36 @@ def choose_ranking(chooser: Chooser, *, hybrid: bool) -> Ranking:
     return current
 
 
+def corrected(ranking: Ranking) -> Ranking:
+    """The pseudo-query choice with its semantic weight corrected (see SEMANTIC_CORRECTION)."""
+    if ranking.method in ("lexical", "semantic"):
+        return ranking
+    return ranking.with_(semantic_weight=ranking.semantic_weight * SEMANTIC_CORRECTION)
+
+
 # --- absence ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class AbsenceSignals:
+    present: list[dict[str, float]]  # each query, its note there
+    missing: list[dict[str, float]]  # the same query, its note left out
+    found: list[bool]  # the note was among the first FOUND_DEPTH with it there
 
 
 def absence_signals(
     conn: psycopg.Connection, bench: Workbench, ranking: Ranking, which: Sequence[int]
-) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+) -> AbsenceSignals:
     """Signals of each query with its note there, and with its note left out."""
     cases: list[tuple[int, Arms, int | None]] = []
+    found: list[bool] = []
     for i in which:
         target = bench.queries[i].doc
         for arms in (_copy(bench.arms[i]), bench.arms[i].without_doc(target)):
             scores, _ = fuse(arms, ranking, first_chunk=bench.first_chunk, walk=bench.walk)
             top = min(scores, key=lambda c: (-scores[c], c)) if scores else None
+            if len(cases) % 2 == 0:
+                found.append(target in ranked_docs(scores, arms.doc_of)[:FOUND_DEPTH])
             cases.append((i, arms, top))
     terms = _chunk_term_ids(conn, [t for _, _, t in cases if t is not None])
     ids = _term_ids(conn, {t for q in bench.queries for t in query_terms(q.text)})
@@ -299,7 +322,7 @@ def absence_signals(
         held = terms.get(top, set()) if top is not None else set()
         coverage = sum(1 for t in qterms if ids.get(t) in held) / len(qterms) if qterms else 0.0
         (present if n % 2 == 0 else missing).append(absence.signals(arms, coverage))
-    return present, missing
+    return AbsenceSignals(present, missing, found)
 
 
 def _chunk_term_ids(conn: psycopg.Connection, chunks: list[int]) -> dict[int, set[int]]:
@@ -316,21 +339,26 @@ def fit_absence(
     conn: psycopg.Connection,
     chooser: Chooser,
     ranking: Ranking,
-    features: Sequence[str],
-    false_rate: float,
+    *,
+    semantic: bool,
+    coverage: float,
+    quantile: float,
 ) -> dict[str, Any] | None:
-    """Fit on the choose half, report both rates on the report half. Title queries are
-    left out (they name their note: unlike questions). None when too few are left."""
+    """Thresholds from the choose half; both rates on the report half (the same queries
+    with their note there, and left out). Title queries are left out: they name their
+    note, unlike questions. None when too few are left."""
     queries = chooser.bench.queries
     choose = [i for i in chooser.choose if queries[i].kind != "title"]
     report = [i for i in chooser.report if queries[i].kind != "title"]
     if min(len(choose), len(report)) < MIN_ABSENCE_QUERIES:
         return None
-    fit_present, fit_missing = absence_signals(conn, chooser.bench, ranking, choose)
-    model = absence.fit(fit_present, fit_missing, features, max_false_rate=false_rate)
-    rep_present, rep_missing = absence_signals(conn, chooser.bench, ranking, report)
-    return {"model": model.to_dict(), "choose": absence.rates(model, fit_present, fit_missing),
-            "report": absence.rates(model, rep_present, rep_missing)}  # fmt: skip
+    fit = absence_signals(conn, chooser.bench, ranking, choose)
+    model = absence.fit(fit.present, semantic=semantic, coverage=coverage, quantile=quantile)
+    rep = absence_signals(conn, chooser.bench, ranking, report)
+    found = [m for m, f in zip(rep.missing, rep.found, strict=True) if f]
+    return {"model": model.to_dict(), "report": {
+        **absence.rates(model, rep.present, rep.missing),
+        "found_absent_flagged": absence.rates(model, [], found)["absent_flagged"]}}  # fmt: skip
 
 
 # --- the whole run ---------------------------------------------------------------------
@@ -340,10 +368,11 @@ def _lexical_only(arms: Arms) -> Arms:
     return Arms(arms.lexical, [], arms.title, arms.doc_of, arms.identifier)
 
 
-def _summary(chooser: Chooser, ranking: Ranking) -> dict[str, Any]:
+def _summary(chooser: Chooser, pseudo_best: Ranking, ranking: Ranking) -> dict[str, Any]:
     return {
         "ranking": ranking.to_dict(),
         "label": ranking.label(),
+        "pseudo_best": pseudo_best.label(),
         "ndcg_choose": round(float(chooser.score(ranking).mean()), 4),
         "ndcg_report": round(float(chooser.bench.ndcg(ranking, chooser.report).mean()), 4),
         "candidates": chooser.table(),
@@ -357,7 +386,8 @@ def calibrate(
     embedder: Embedder | None,
     model: tuple[int, int] | None,
     bm25: BM25Params,
-    false_rate: float,
+    absent_coverage: float,
+    absent_quantile: float,
 ) -> dict[str, Any]:
     """Calibrate and store the result for the model (and for lexical-only searches).
     Returns the report; ``status`` is "calibrated" or "too_small"."""
@@ -382,21 +412,22 @@ def calibrate(
     lexical = Chooser(Workbench(queries, [_lexical_only(a) for a in arms],
                                 searcher.titles.first_chunk, walk), split["choose"], split["report"], {})  # fmt: skip
     lex_ranking = choose_ranking(lexical, hybrid=False)
-    lex_absence = fit_absence(conn, lexical, lex_ranking, absence.LEXICAL_FEATURES, false_rate)
+    limits = {"coverage": absent_coverage, "quantile": absent_quantile}
+    lex_absence = fit_absence(conn, lexical, lex_ranking, semantic=False, **limits)
     base = {"status": "calibrated", "notes": n_docs, "queries": len(queries),
             "kinds": _count(q.kind for q in queries), "choose": len(split["choose"]),
-            "report": len(split["report"]), "false_rate": false_rate}  # fmt: skip
-    results = {LEXICAL_KEY: {**base, **_summary(lexical, lex_ranking),
+            "report": len(split["report"])}  # fmt: skip
+    results = {LEXICAL_KEY: {**base, **_summary(lexical, lex_ranking, lex_ranking),
                              "absence": _present({"lexical": lex_absence})}}  # fmt: skip
     if model is not None and embedder is not None:
         hybrid = Chooser(Workbench(queries, arms, searcher.titles.first_chunk, walk),
                          split["choose"], split["report"], {})  # fmt: skip
-        ranking = choose_ranking(hybrid, hybrid=True)
+        pseudo_best = choose_ranking(hybrid, hybrid=True)
+        ranking = corrected(pseudo_best)
         results[embedder.fingerprint] = {
-            **base, "model": embedder.model_id, **_summary(hybrid, ranking),
-            "absence": _present({"hybrid": fit_absence(conn, hybrid, ranking,
-                                                       absence.HYBRID_FEATURES, false_rate),
-                                 "lexical": lex_absence}),
+            **base, "model": embedder.model_id, **_summary(hybrid, pseudo_best, ranking),
+            "absence": _present({"hybrid": fit_absence(conn, hybrid, ranking, semantic=True,
+                                                       **limits), "lexical": lex_absence}),
         }  # fmt: skip
     seconds = round(time.perf_counter() - started, 2)
     stored = [q.to_dict() for q in queries]

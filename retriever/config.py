@@ -62,8 +62,9 @@ class Settings(BaseSettings):
     calibrate_drift: float = Field(
         default=0.2, description="Recalibrate once this share of notes changed"
     )
-    absent_false_rate: float = Field(
-        default=0.05, description="Share of answerable pseudo-queries absence may flag"
+    absent_quantile: float = Field(
+        default=0.2,
+        description="Calibrated likely_absent: best cosine below this quantile of the vault's",
     )
     budget_tokens: int = 1200
     absent_coverage: float = Field(

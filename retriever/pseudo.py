@@ -40,13 +40,17 @@ _SKIP_TYPES = {"code", "table", "frontmatter"}
 # People ask questions: the general words around the topic ("is there a way to", "set
 # up", "find") distract BM25 and barely move an embedding, as in real questions.
 _FRAMES_EN = (
-    "how do I {}?", "how can I set up {}?", "is there a way to {}?", "what happens when {}?",
-    "where can I find {}?", "what is the best way to use {}?", "why does {}?",
-    "what should I know about {}?", "I want to {}, how does that work?", "help with {}",
+    "how do I {}?", "how can I set up {} properly?", "is there a way to {}?",
+    "what happens when {}?", "where can I find out about {}?",
+    "what is the recommended way to handle {}?", "why does {} keep happening to me?",
+    "what should I know before I start with {}?", "I want to {}, how does that work?",
+    "I keep running into trouble with {}, any advice?", "can you explain {} in simple terms?",
+    "my colleague asked me about {}, what is the answer?",
 )  # fmt: skip
 _FRAMES_FR = (
-    "comment faire pour {} ?", "est-il possible de {} ?", "où trouver {} ?",
-    "que se passe-t-il quand {} ?", "quelle est la meilleure façon de {} ?",
+    "comment faire pour {} ?", "est-il possible de {} ?", "où trouver des informations sur {} ?",
+    "que se passe-t-il quand {} ?", "quelle est la meilleure façon de gérer {} ?",
+    "j'ai un problème avec {}, une idée ?",
 )  # fmt: skip
 _FR_HINTS = frozenset("le la les des une est pour dans avec sur que qui pas vous nous".split())
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")

@@ -132,6 +132,9 @@ def make_app(db_url: str, tmp_path: Path) -> Iterator[AppFactory]:
     made: list[Retriever] = []
 
     def factory(vault: Path, *, model: str | Path = "none", **overrides: object) -> Retriever:
+        # Calibration after indexing is off unless a test asks for it (test_calibration
+        # does): it costs a second per index run and most tests are about other things.
+        overrides = {"calibrate": False, **overrides}
         settings = Settings(
             vault=vault,
             home=tmp_path / "home",

@@ -1,0 +1,159 @@
+"""Calibration against a real PostgreSQL: it runs after indexing, searches use it, settings
+override it, a small vault keeps the defaults, a model change or a vault that changed
+materially recalibrates, and status, health, eval and the CLI show it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from retriever.calibrate import MIN_NOTES
+from retriever.evaluate import Case, evaluate
+from tests.conftest import retriever_exe
+from tests.model_factory import build_model
+
+TOPICS = [
+    "sourdough", "espresso", "kayak", "telescope", "beehive", "compost", "violin", "bonsai",
+    "aquarium", "pottery", "chess", "origami", "marathon", "climbing", "birdwatching",
+    "knitting", "woodworking", "photography", "calligraphy", "gardening", "cycling",
+    "sailing", "fermentation", "astronomy", "beekeeping", "archery", "fencing", "juggling",
+    "skiing", "surfing", "yoga", "meditation", "podcasting", "soldering", "welding",
+    "embroidery", "glassblowing", "mushrooms", "saxophone", "harmonica",
+]  # fmt: skip
+
+
+def _write_vault(root: Path, topics: list[str], *, edition: int = 0) -> Path:
+    for i, topic in enumerate(topics):
+        nxt = topics[(i + 1) % len(topics)]
+        text = f"""# {topic.title()} notes
+
+## Getting started with {topic}
+
+My first {topic} session needed patience. The {topic} club meets on Tuesday evenings
+near the old library, and the beginner kit costs about {20 + i} euros. Edition {edition}.
+
+## Common {topic} mistakes
+
+Rushing the warm-up ruins a {topic} afternoon. Keep a small notebook of every {topic}
+attempt, and compare it with [[{nxt.title()} notes]] when the weather turns.
+"""
+        (root / f"{topic.title()} notes.md").write_text(text, encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def hobby_vault_dir(tmp_path: Path) -> Path:
+    vault = tmp_path / "hobbies"
+    vault.mkdir()
+    return _write_vault(vault, TOPICS)
+
+
+@pytest.fixture(scope="module")
+def hobby_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    corpus = tmp_path_factory.mktemp("corpus")
+    return build_model(_write_vault(corpus, TOPICS), tmp_path_factory.mktemp("m") / "model")
+
+
+def test_index_calibrates_and_search_uses_the_calibration(
+    make_app, hobby_vault_dir, hobby_model
+) -> None:
+    app = make_app(hobby_vault_dir, model=hobby_model, calibrate=True)
+    report = app.index()
+    assert report.calibration and report.calibration["status"] == "calibrated"
+    cal = report.calibration
+    assert cal["queries"] >= 2 * 15 and cal["choose"] and cal["report"]
+    assert cal["candidates"] and all(
+        {"ranking", "choose", "report"} <= set(r) for r in cal["candidates"]
+    )
+    assert "hybrid" in cal["absence"]  # thresholds fitted for this model
+    result = app.search("beginner kit for the kayak club")
+    assert result.calibration == "calibrated"
+    assert result.ranking == cal["label"]
+    assert result.hits[0].path == "Kayak notes.md"
+    # A second index run with nothing changed does not recalibrate.
+    assert app.index().calibration == {"status": "current", "model": app.embedder()[0].fingerprint}
+
+
+def test_settings_override_the_calibrated_choice(make_app, hobby_vault_dir, hobby_model) -> None:
+    make_app(hobby_vault_dir, model=hobby_model, calibrate=True).index()
+    app = make_app(hobby_vault_dir, model=hobby_model, fusion="rrf30", title_weight=0.0)
+    result = app.search("beginner kit for the kayak club")
+    assert result.calibration == "calibrated, with overrides"
+    assert result.ranking.startswith("rrf(k=30") and "title" not in result.ranking
+    flag = app.search("beginner kit for the kayak club", fusion="interleave")
+    assert flag.ranking.startswith("interleave")
+
+
+def test_a_small_vault_keeps_the_defaults_and_says_so(make_app, tmp_path: Path) -> None:
+    vault = tmp_path / "small"
+    vault.mkdir()
+    _write_vault(vault, TOPICS[: MIN_NOTES - 5])
+    app = make_app(vault, calibrate=True)
+    report = app.index()
+    assert report.calibration and report.calibration["status"] == "too_small"
+    assert "too few to calibrate" in report.calibration["message"]
+    result = app.search("kayak club")
+    assert result.calibration == "default (not calibrated)"
+    assert app.status().calibration["state"] == "default"
+
+
+def test_a_model_change_triggers_recalibration(
+    make_app, hobby_vault_dir, hobby_model, tmp_path
+) -> None:
+    first = make_app(hobby_vault_dir, calibrate=True)  # no model: lexical only
+    assert first.index().calibration["status"] == "calibrated"
+    assert first.search("kayak club").ranking.startswith("lexical only")
+    second = make_app(hobby_vault_dir, model=hobby_model, calibrate=True)
+    report = second.index()
+    assert report.calibration["status"] == "calibrated"  # new model: calibrated again
+    assert report.calibration["model"] == second.embedder()[0].model_id
+    assert second.search("kayak club").calibration == "calibrated"
+
+
+def test_a_vault_that_changed_materially_recalibrates(make_app, hobby_vault_dir) -> None:
+    app = make_app(hobby_vault_dir, calibrate=True)
+    assert app.index().calibration["status"] == "calibrated"
+    _write_vault(hobby_vault_dir, TOPICS[:5], edition=1)  # 5 of 40 notes: not material
+    assert app.index().calibration["status"] == "current"
+    _write_vault(hobby_vault_dir, TOPICS[:12], edition=2)  # 12 more: past 20 % in all
+    assert app.index().calibration["status"] == "calibrated"
+
+
+def test_status_health_and_eval_show_the_calibration(
+    make_app, hobby_vault_dir, hobby_model
+) -> None:
+    from healthcheck.checks import run_health
+
+    app = make_app(hobby_vault_dir, model=hobby_model, calibrate=True)
+    app.index()
+    status = app.status().calibration
+    assert status["state"] == "calibrated" and status["ranking"] and status["ndcg_report"] > 0
+    health = run_health(app)
+    ranking = health.check("ranking")
+    assert ranking is not None and ranking.status == "ok" and "calibrated" in ranking.detail
+    cases = [Case("k", ["beginner kit for the kayak club"], {"Kayak notes.md": 1})]
+    report = evaluate(app, cases, ablate=True)
+    names = [r["config"] for r in report["results"]]
+    assert "calibrated" in names and "hybrid-rrf60" in names and "lexical" in names
+    assert report["calibration"]["label"] == status["ranking"]
+
+
+def test_cli_calibrate_reports_and_exits_0(hobby_vault_dir, db_url: str, tmp_path: Path) -> None:
+    env = {"DATABASE_URL": db_url, "RETRIEVER_HOME": str(tmp_path / "home"),
+           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin"}  # fmt: skip
+    subprocess.run([retriever_exe(), "index", str(hobby_vault_dir), "--json"], env=env,
+                   capture_output=True, check=False)  # fmt: skip
+    done = subprocess.run([retriever_exe(), "calibrate", str(hobby_vault_dir), "--json"],
+                          env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["ok"] and data["status"] == "calibrated" and data["label"].startswith("lexical")
+    due = subprocess.run([retriever_exe(), "calibrate", str(hobby_vault_dir), "--if-due"],
+                         env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    assert due.returncode == 0 and "current" in due.stdout
+    status = subprocess.run([retriever_exe(), "status", str(hobby_vault_dir)], env=env,
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    assert "ranking   calibrated: lexical" in status.stdout

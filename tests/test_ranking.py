@@ -1,0 +1,214 @@
+"""Pure ranking stages: fusion with the title and graph arms, the title index, pseudo-queries,
+and the absence thresholds (no database, no model)."""
+
+from __future__ import annotations
+
+from retriever.absence import AbsenceModel, fit, signals
+from retriever.pseudo import NoteSample, Section, make_queries, note_order, plain_text
+from retriever.ranking import DEFAULT_RANKING, Arms, Ranking, fuse, ranked_docs
+from retriever.titles import TitleIndex, note_names
+
+
+def _arms() -> Arms:
+    # Chunks 1-2 belong to note 10 (a hub), chunk 3 to note 20, chunk 4 to note 30.
+    return Arms(
+        lexical=[{1: 9.0, 3: 5.0, 4: 1.0}],
+        semantic=[{2: 0.8, 3: 0.7, 4: 0.6}],
+        doc_of={1: 10, 2: 10, 3: 20, 4: 30},
+    )
+
+
+def _first(doc: int) -> int | None:
+    return {10: 1, 20: 3, 30: 4, 40: 5}.get(doc)
+
+
+def test_fusion_prefers_what_both_arms_found() -> None:
+    # Chunk 3 is second in both arms; chunks 1 and 2 top one arm each.
+    rrf, lifted = fuse(_arms(), Ranking("rrf", 1.0, 60.0, graph_weight=0.0), first_chunk=_first)
+    assert ranked_docs(rrf, _arms().doc_of)[0] == 20 and lifted == []
+    # Linear fusion keeps how far ahead a hit is: a lexical-heavy mix follows BM25's lead.
+    lin, _ = fuse(_arms(), Ranking("linear", 0.25, graph_weight=0.0), first_chunk=_first)
+    assert ranked_docs(lin, _arms().doc_of)[0] == 10
+
+
+def test_single_arm_rankings_use_only_their_arm() -> None:
+    lexical, _ = fuse(_arms(), Ranking("lexical", graph_weight=0.0), first_chunk=_first)
+    assert max(lexical, key=lexical.__getitem__) == 1
+    semantic, _ = fuse(_arms(), Ranking("semantic", graph_weight=0.0), first_chunk=_first)
+    assert max(semantic, key=semantic.__getitem__) == 2
+    # A search that ran only one arm uses it whatever the ranking says.
+    only_semantic = Arms(semantic=[{2: 0.8, 4: 0.5}], doc_of={2: 10, 4: 30})
+    scores, _ = fuse(only_semantic, Ranking("lexical"), first_chunk=_first)
+    assert set(scores) == {2, 4}
+
+
+def test_title_arm_lifts_the_named_note_to_the_top() -> None:
+    arms = _arms()
+    arms.title = {30: 1.0}
+    without, _ = fuse(_arms(), Ranking("rrf", 1.0, graph_weight=0.0), first_chunk=_first)
+    assert ranked_docs(without, _arms().doc_of)[0] == 20
+    scores, _ = fuse(
+        arms, Ranking("rrf", 1.0, title_weight=1.0, graph_weight=0.0), first_chunk=_first
+    )
+    assert ranked_docs(scores, arms.doc_of)[0] == 30
+
+
+def test_title_arm_adds_a_note_no_chunk_list_found() -> None:
+    arms = _arms()
+    arms.title = {40: 0.9}
+    scores, _ = fuse(
+        arms, Ranking("rrf", 1.0, title_weight=2.0, graph_weight=0.0), first_chunk=_first
+    )
+    assert 5 in scores and arms.doc_of[5] == 40
+
+
+def test_graph_walk_lifts_neighbours_by_weight() -> None:
+    def walk(seeds: dict[int, float]) -> list[int]:
+        assert 10 in seeds  # the best hits seed the walk
+        return [40]
+
+    r = Ranking("rrf", 1.0, graph_weight=1.0)
+    scores, lifted = fuse(_arms(), r, first_chunk=_first, walk=walk)
+    assert lifted == [5] and scores[5] > 0
+    none, lifted_none = fuse(_arms(), r.with_(graph_weight=0.0), first_chunk=_first, walk=walk)
+    assert lifted_none == [] and 5 not in none
+
+
+def test_ranking_overrides_and_labels() -> None:
+    calibrated = Ranking("linear", 0.5, graph_weight=0.0, title_weight=0.5)
+    assert calibrated.apply({"method": "rrf", "rrf_k": 30.0}).method == "rrf"
+    assert calibrated.apply({"graph": True}).graph_weight > 0  # asked for: back on
+    assert calibrated.apply({"graph_weight": 0.0}).graph_weight == 0.0
+    assert Ranking.from_dict(calibrated.to_dict()) == calibrated
+    assert DEFAULT_RANKING.label().startswith("rrf(k=60")
+    assert calibrated.label() == "linear(sw=0.5)+title0.5+ident2"
+
+
+def test_leave_one_out_and_hidden_chunk() -> None:
+    arms = _arms()
+    loo = arms.without_doc(10)
+    assert all(10 not in loo.doc_of.values() for _ in [0]) and 1 not in loo.lexical[0]
+    hidden = arms.without_chunk(3)
+    assert 3 not in hidden.lexical[0] and 3 not in hidden.semantic[0]
+
+
+# --- titles ---------------------------------------------------------------------------
+
+
+def _titles() -> TitleIndex:
+    return TitleIndex.build(
+        [
+            (1, "Tags.md", "Tags", []),
+            (2, "Glossary.md", "Glossary", []),
+            (3, "dendron.md", "Dendron", []),
+            (4, "dendron.topic.lookup.modifiers.md", "Lookup Modifiers", ["filters"]),
+            (5, "Café crème.md", "Café crème", []),
+            (6, "Restic backups.md", "Restic backups", ["offsite copies"]),
+        ]
+    )
+
+
+def test_note_names_cover_title_alias_file_and_dendron_label() -> None:
+    names = note_names("a/dendron.topic.lookup.md", "Lookup", ["finder"])
+    assert names == ["Lookup", "finder", "dendron.topic.lookup"]
+    assert note_names("x.y.md", "Title", []) == ["Title", "x.y", "y"]
+
+
+def test_a_query_that_names_a_note_finds_it() -> None:
+    index = _titles()
+    assert next(iter(index.search("tags"))) == 1
+    assert next(iter(index.search("tag"))) == 1  # singular
+    assert next(iter(index.search("cafe creme"))) == 5  # accents
+    assert next(iter(index.search("lookup modifers"))) == 4  # a typo
+    assert next(iter(index.search("filters"))) == 4  # an alias
+    assert next(iter(index.search("restic backup"))) == 6
+
+
+def test_a_long_question_merely_containing_a_name_does_not_name_it() -> None:
+    index = _titles()
+    found = index.search(
+        "dendron crashed while fetching remote git changes and my uncommitted edits vanished",
+        query_idf={"crash": 5.0, "fetch": 5.0, "remot": 5.0, "git": 5.0, "chang": 5.0,
+                   "uncommi": 5.0, "edit": 5.0, "vanish": 5.0},
+    )  # fmt: skip
+    assert 3 not in found
+    assert index.search("zebra") == {}
+
+
+# --- pseudo-queries -------------------------------------------------------------------
+
+
+def _notes(n: int) -> list[NoteSample]:
+    notes = []
+    for i in range(n):
+        body = (f"The pump number {i} moves water through the garden irrigation pipes every "
+                f"morning. Cleaning the filter of pump {i} keeps the flow steady and quiet.")  # fmt: skip
+        notes.append(
+            NoteSample(
+                doc=i,
+                path=f"pumps/pump-{i}.md",
+                title=f"Pump {i} maintenance",
+                aliases=(),
+                sections=(
+                    Section(
+                        i * 10, (f"Pump {i}", f"Filter cleaning schedule {i}x"), body, "paragraph"
+                    ),
+                    Section(i * 10 + 1, (f"Pump {i}", "Winter storage"), body, "paragraph"),
+                ),
+                anchors=(f"See [[pump-{i}]] before draining the irrigation pipes for winter.",),
+            )
+        )
+    return notes
+
+
+def test_pseudo_queries_are_deterministic_and_split_by_note() -> None:
+    notes = _notes(40)
+    first = make_queries(notes, limit=60)
+    again = make_queries(list(reversed(notes)), limit=60)
+    assert [q.to_dict() for q in first] == [q.to_dict() for q in again]
+    assert 0 < len(first) <= 60
+    splits: dict[str, set[str]] = {}
+    for q in first:
+        splits.setdefault(q.path, set()).add(q.split)
+    assert all(len(s) == 1 for s in splits.values())  # a note informs one half only
+    assert {q.split for q in first} == {"choose", "report"}
+    assert {q.kind for q in first} <= {"title", "heading", "anchor", "span"}
+
+
+def test_adding_a_note_keeps_the_other_notes_queries() -> None:
+    notes = _notes(40)
+    before = {q.path: q.text for q in make_queries(notes, limit=400)}
+    after = {q.path: q.text for q in make_queries([*notes, *_notes(41)[40:]], limit=400)}
+    assert all(after[p] == t for p, t in before.items() if p in after)
+    assert note_order(["b", "a", "c"]) == note_order(["c", "b", "a"])
+
+
+def test_span_queries_hide_their_passage_and_anchors_lose_the_link() -> None:
+    queries = make_queries(_notes(60), limit=400)
+    spans = [q for q in queries if q.kind == "span"]
+    assert spans and all(q.hide is not None for q in spans)
+    anchors = [q for q in queries if q.kind == "anchor"]
+    assert anchors and all("[[" not in q.text and "pump-" not in q.text for q in anchors)
+    assert plain_text("see [[a/b|the label]] and [x](y.md)") == "see the label and x"
+
+
+# --- absence --------------------------------------------------------------------------
+
+
+def test_absence_threshold_is_a_quantile_of_answerable_signals() -> None:
+    answerable = [{"coverage": 0.9, "best_cosine": c / 100} for c in range(50, 100)]
+    model = fit(answerable, semantic=True, coverage=0.4, quantile=0.2)
+    assert 0.58 < model.thresholds["best_cosine"] < 0.61
+    assert model.absent({"coverage": 0.1, "best_cosine": 0.3})
+    assert not model.absent({"coverage": 0.9, "best_cosine": 0.3})  # the terms are there
+    assert not model.absent({"coverage": 0.1, "best_cosine": 0.9})  # the meaning is there
+    assert AbsenceModel.from_dict(model.to_dict()) == model
+    lexical = fit([{"lexical_gap": 0.5}], semantic=False, coverage=0.4, quantile=0.2)
+    assert set(lexical.thresholds) == {"coverage", "lexical_gap"}
+
+
+def test_signals_of_a_search() -> None:
+    sig = signals(_arms(), coverage=0.5)
+    assert sig["coverage"] == 0.5 and sig["best_cosine"] == 0.8
+    assert 0 < sig["cosine_gap"] <= 0.2 + 1e-9 and 0 < sig["lexical_gap"] < 1
+    assert sig["agreement"] > 0
