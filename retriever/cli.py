@@ -293,7 +293,14 @@ def search(
         int | None, typer.Option("--budget", help="Token budget of the answer.")
     ] = None,
     mode: Annotated[str, typer.Option("--mode", help="hybrid | lexical | semantic")] = "hybrid",
-    fusion: Annotated[str | None, typer.Option("--fusion", help="rrf | rrf30 | interleave")] = None,
+    fusion: Annotated[
+        str | None,
+        typer.Option(
+            "--fusion",
+            help="Override the calibrated fusion: auto | linear | rrf | rrf30 | interleave"
+            " | lexical | semantic",
+        ),
+    ] = None,
     no_graph: Annotated[bool, typer.Option("--no-graph", help="Skip the link-graph walk.")] = False,
     folder: Annotated[
         str | None, typer.Option("--folder", help="Only notes under this folder.")
@@ -348,6 +355,8 @@ def _print_result(result: Any, explain: bool) -> None:
         f"mode {result.mode}, coverage {result.coverage:.0%}, best cosine {cos}: {verdict}; "
         f"{result.took_ms:.0f} ms[/dim]"
     )
+    if explain:
+        err.print(f"[dim]ranking {result.ranking} ({result.calibration})[/dim]", highlight=False)
 
 
 @app.command("eval")
