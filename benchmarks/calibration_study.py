@@ -111,7 +111,10 @@ def main() -> None:
         print("kind      n   " + " ".join(f"{k:>7}" for k in refs))
         for kind in kinds:
             idx = [i for i, q in enumerate(queries) if q.kind == kind]
-            print(f"{kind:<8}{len(idx):>4}  " + " ".join(f"{bench.ndcg(r, idx).mean():7.3f}" for r in refs.values()))
+            print(
+                f"{kind:<8}{len(idx):>4}  "
+                + " ".join(f"{bench.ndcg(r, idx).mean():7.3f}" for r in refs.values())
+            )
         print(f"{'REAL':<8}{len(cases):>4}  " + " ".join(f"{real(r):7.3f}" for r in refs.values()))
     rows.sort(key=lambda x: -x[2])
     pseudo = np.array([x[1] for x in rows])
