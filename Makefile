@@ -11,7 +11,7 @@ CORPUS ?= ../shared/corpora/win32-17k
 MODEL ?= ../shared/models/m2v-minilm-256
 CASES ?= ../shared/corpora/dendron-vault-cases.jsonl
 
-.PHONY: install run index serve test lint format bench bench-index bench-quality bench-hooks eval up down logs clean
+.PHONY: install run index serve test lint format bench bench-index bench-quality bench-hooks bench-cli bench-calibration calibrate eval up down logs clean
 
 $(BIN)/retriever: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,20 @@ bench-index: install
 
 bench-hooks: install
 	$(BIN)/python -m benchmarks.bench_hooks --vault tests/vault --runs 30
+
+bench-cli: bench-hooks
+
+# Does calibration transfer? Pseudo-query nDCG next to real-question nDCG for every
+# candidate ranking (MODEL may be ollama:all-minilm with the compat server running).
+STUDY_HOME ?= .retriever/calibration-study
+bench-calibration: install
+	RETRIEVER_HOME="$(STUDY_HOME)" RETRIEVER_EMBED_MODEL="$(MODEL)" RETRIEVER_CALIBRATE=false \
+		$(BIN)/retriever index ../shared/corpora/dendron-vault || [ $$? -eq 1 ]
+	$(BIN)/python -m benchmarks.calibration_study --home "$(STUDY_HOME)" --model "$(MODEL)" \
+		--vault ../shared/corpora/dendron-vault --cases "$(CASES)"
+
+calibrate: install
+	$(BIN)/retriever calibrate "$(VAULT)"
 
 bench-quality: install
 	$(BIN)/python -m benchmarks.quality --corpus ../shared/corpora/dendron-vault --model "$(MODEL)" --cases "$(CASES)"
