@@ -59,7 +59,7 @@ def _fail(message: str, as_json: bool) -> None:
     if as_json:
         _emit_json({"ok": False, "error": message})
     else:
-        err.print(f"[red]✗[/red] {message}")
+        err.print(f"[red]✗[/red] {message}", soft_wrap=True)  # one line, even when piped
     raise typer.Exit(EXIT_FAILED)
 
 
@@ -337,16 +337,20 @@ def search(
 
 
 def _print_result(result: Any, explain: bool) -> None:
+    from rich.markup import escape
+
     if result.degraded_reason:
         err.print(f"[yellow]⚠ mode {result.mode}:[/yellow] {result.degraded_reason}")
     for hit in result.hits:
         trail = " > ".join(hit.heading_trail)
         stale = " [yellow](changed since indexed)[/yellow]" if hit.stale else ""
-        out.print(f"[bold cyan]{hit.citation}[/bold cyan]  {trail}{stale}", highlight=False)
+        # soft_wrap: never fold passages or citations (piped output is 80 columns wide).
+        out.print(f"[bold cyan]{escape(hit.citation)}[/bold cyan]  {escape(trail)}{stale}",
+                  highlight=False, soft_wrap=True)  # fmt: skip
         if explain:
             ranks = ", ".join(f"{k} {v if v is not None else '-'}" for k, v in hit.ranks.items())
             out.print(f"  [dim]score {hit.score:.5f} · {ranks}[/dim]")
-        out.print(hit.text, markup=False, highlight=False)
+        out.print(hit.text, markup=False, highlight=False, soft_wrap=True)
         out.print()
     cos = "n/a" if result.best_cosine is None else f"{result.best_cosine:.2f}"
     verdict = "probably NOT in the vault" if result.likely_absent else "answer likely present"

@@ -1,0 +1,138 @@
+"""Rough edges a new user hits first (issue 13): each test shows the fixed behaviour."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from retriever.search import SearchInputError
+from tests.conftest import retriever_exe
+
+LONG_LINE = (
+    "Restic keeps nightly snapshots of the photo library and prunes them weekly; the "
+    "retention policy and the repository are documented at "
+    "https://example.org/a/very/long/path/to/the/restic/retention/policy/documentation/page "
+    "so that nobody has to guess which snapshots survive a prune run on the server."
+)
+
+
+@pytest.fixture
+def small_vault(tmp_path: Path) -> Path:
+    vault = tmp_path / "small"
+    (vault / "ops").mkdir(parents=True)
+    (vault / "ops" / "Backups with a very long file name for the citation test.md").write_text(
+        f"# Restic backup policy\n\n{LONG_LINE}\n\nSecond paragraph about restic checks.\n",
+        encoding="utf-8",
+    )
+    (vault / "Cooking.md").write_text(
+        "# Shakshuka\n\nEggs poached in a spiced tomato and pepper sauce.\n", encoding="utf-8"
+    )
+    return vault
+
+
+def _cli_env(db_url: str, tmp_path: Path) -> dict[str, str]:
+    return {"DATABASE_URL": db_url, "RETRIEVER_HOME": str(tmp_path / "home"),
+            "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin",
+            "COLUMNS": "80"}  # fmt: skip
+
+
+def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([retriever_exe(), *args], env=env, capture_output=True, text=True,
+                          check=False, timeout=120)  # fmt: skip
+
+
+# ----------------------------------------------------------------- 1: no searchable terms
+
+
+@pytest.mark.parametrize("query", ["?!...", "???", "& | ! : * ( ) \\", ["?", "!!"]])
+def test_punctuation_only_query_is_refused(make_app, small_vault: Path, query: object) -> None:
+    app = make_app(small_vault)
+    app.index()
+    with pytest.raises(SearchInputError, match="no searchable terms"):
+        app.search(query)  # type: ignore[arg-type]
+
+
+def test_punctuation_beside_a_real_query_is_dropped(make_app, small_vault: Path) -> None:
+    app = make_app(small_vault)
+    app.index()
+    result = app.search(["???", "restic retention"])
+    assert result.queries == ["restic retention"] and result.hits
+
+
+def test_stopwords_only_query_is_still_searched_semantically(
+    make_app, vault_copy: Path, model_dir: Path
+) -> None:
+    app = make_app(vault_copy, model=model_dir)
+    app.index()
+    result = app.search("the of and")
+    assert result.mode == "hybrid" and result.degraded_reason is None
+
+
+def test_cli_punctuation_query_fails_with_one_line(
+    small_vault: Path, db_url: str, tmp_path: Path
+) -> None:
+    env = _cli_env(db_url, tmp_path)
+    _run(["index", str(small_vault)], env)
+    plain = _run(["search", "--vault", str(small_vault), "?!..."], env)
+    assert plain.returncode == 2 and plain.stdout == ""
+    assert "no searchable terms" in plain.stderr and len(plain.stderr.strip().splitlines()) == 1
+    as_json = _run(["search", "--vault", str(small_vault), "--json", "?!..."], env)
+    data = json.loads(as_json.stdout)
+    assert as_json.returncode == 2 and data["ok"] is False
+    assert "no searchable terms" in data["error"]
+
+
+def test_mcp_punctuation_query_is_a_clean_tool_error(make_app, small_vault: Path) -> None:
+    import asyncio
+
+    from fastmcp import Client
+
+    from retriever.mcp_server import build_server
+
+    app = make_app(small_vault)
+    app.index()
+
+    async def call() -> object:
+        async with Client(build_server(app)) as client:
+            return await client.call_tool("search", {"queries": "???"}, raise_on_error=False)
+
+    result = asyncio.run(call())
+    assert result.is_error  # type: ignore[attr-defined]
+    text = result.content[0].text  # type: ignore[attr-defined]
+    assert "no searchable terms" in text and "Traceback" not in text
+
+
+# ----------------------------------------------------------------- 2: small budgets
+
+
+def test_budget_50_delivers_body_text_not_just_the_heading(make_app, small_vault: Path) -> None:
+    app = make_app(small_vault)
+    app.index()
+    result = app.search("restic retention policy snapshots", budget_tokens=50)
+    hit = result.hits[0]
+    assert hit.truncated and hit.tokens <= 50 and result.used_tokens <= 50
+    body = [ln for ln in hit.text.splitlines() if ln.strip() and not ln.startswith("#")]
+    assert body, hit.text
+    assert body[0].rstrip("…") in LONG_LINE
+    # The citation covers exactly the delivered lines.
+    lines = (small_vault / hit.path).read_text(encoding="utf-8").splitlines()
+    delivered = hit.text.splitlines()
+    assert hit.end_line - hit.start_line + 1 == len(delivered)
+    for got, line in zip(delivered, lines[hit.start_line - 1 : hit.end_line], strict=True):
+        assert line.startswith(got.rstrip("…"))
+
+
+# ----------------------------------------------------------------- 3: piped output
+
+
+def test_piped_search_output_is_not_wrapped(small_vault: Path, db_url: str, tmp_path: Path) -> None:
+    env = _cli_env(db_url, tmp_path)
+    _run(["index", str(small_vault)], env)
+    done = _run(["search", "--vault", str(small_vault), "restic retention policy"], env)
+    assert done.returncode in (0, 1), done.stderr
+    assert LONG_LINE in done.stdout.splitlines()
+    citation = "ops/Backups with a very long file name for the citation test.md:"
+    assert any(line.startswith(citation) for line in done.stdout.splitlines()), done.stdout
