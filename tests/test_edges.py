@@ -136,3 +136,43 @@ def test_piped_search_output_is_not_wrapped(small_vault: Path, db_url: str, tmp_
     assert LONG_LINE in done.stdout.splitlines()
     citation = "ops/Backups with a very long file name for the citation test.md:"
     assert any(line.startswith(citation) for line in done.stdout.splitlines()), done.stdout
+
+
+# ----------------------------------------------------------------- 7: BEIR ids with "/"
+
+
+@pytest.mark.parametrize(
+    "doc_id", ["<dbpedia:AC/DC>", "a/b/c", "50%/x", ".hidden", "..", "Zürich_(city)", "x y.z"]
+)
+def test_beir_ids_map_to_safe_file_names_both_ways(doc_id: str) -> None:
+    from retriever.evaluate import beir_doc_id, beir_note_name
+
+    name = beir_note_name(doc_id)
+    assert "/" not in name and not name.startswith(".") and name.endswith(".md")
+    assert beir_doc_id(name) == doc_id
+
+
+def test_eval_on_beir_ids_with_slashes(make_app, tmp_path: Path) -> None:
+    from retriever.evaluate import evaluate, load_beir, write_beir_vault
+
+    beir = tmp_path / "dbpedia"
+    beir.mkdir()
+    docs = {"<dbpedia:AC/DC>": ("AC/DC", "Australian hard rock band formed by the Young brothers."),
+            "<dbpedia:Kayak>": ("Kayak", "A small narrow watercraft propelled by a paddle.")}  # fmt: skip
+    (beir / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "title": t, "text": x}) + "\n" for k, (t, x) in docs.items()),
+        "utf-8",
+    )
+    (beir / "queries.jsonl").write_text(
+        json.dumps({"_id": "q1", "text": "hard rock band Young brothers"}) + "\n", "utf-8"
+    )
+    (beir / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\t<dbpedia:AC/DC>\t1\n", "utf-8")
+    corpus, cases = load_beir(beir)
+    vault = tmp_path / "vault"
+    write_beir_vault(corpus, vault)
+    [relevant] = cases[0].relevant
+    assert (vault / relevant).is_file() and "/" not in relevant
+    app = make_app(vault)
+    app.index()
+    [result] = evaluate(app, cases, ablate=False)["results"]
+    assert result["hit@1"] == pytest.approx(1.0)
