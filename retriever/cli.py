@@ -562,7 +562,6 @@ def _print_client_config(api: Any, *, http: bool, host: str, port: int, token: s
     from healthcheck.checks import run_health
 
     report = run_health(api)
-    vault = str(api.settings.resolved_vault())
     err.print(f"[bold]health:[/bold] {report.verdict}")
     for c in report.checks:
         if c.status != "ok":
@@ -575,9 +574,37 @@ def _print_client_config(api: Any, *, http: bool, host: str, port: int, token: s
             entry["headers"] = {"Authorization": "Bearer <your token>"}
         err.print("Claude Code:  claude mcp add --transport http retriever " + url, soft_wrap=True)
     else:
-        entry = {"command": sys.argv[0], "args": ["mcp"], "env": {"RETRIEVER_VAULT": vault}}
+        entry = {"command": sys.argv[0], "args": ["mcp"], "env": server_env(api.settings)}
     err.print("Cursor (.cursor/mcp.json) / Claude (.mcp.json):")
-    err.print(json.dumps({"mcpServers": {"retriever": entry}}, indent=2), markup=False)
+    snippet = json.dumps({"mcpServers": {"retriever": entry}}, indent=2)
+    err.print(snippet, markup=False, highlight=False, soft_wrap=True)  # wrapped JSON breaks
+
+
+def server_env(settings: Settings) -> dict[str, str]:
+    """The environment that reproduces ``settings`` in a server the client starts: the vault
+    and every setting that differs from its default (a database URL only when one is set)."""
+    env = {"RETRIEVER_VAULT": str(settings.resolved_vault())}
+    for name, field in Settings.model_fields.items():
+        value = getattr(settings, name)
+        if name == "vault" or value == field.get_default(call_default_factory=True):
+            continue
+        key = "DATABASE_URL" if name == "database_url" else f"RETRIEVER_{name.upper()}"
+        env[key] = _env_value(name, value)
+    return env
+
+
+def _env_value(name: str, value: object) -> str:
+    """A setting as the environment spells it; paths made absolute (the client's working
+    folder is not ours)."""
+    if isinstance(value, Path):
+        return str(value.expanduser().resolve())
+    if name == "embed_model" and isinstance(value, str) and Path(value).expanduser().exists():
+        return str(Path(value).expanduser().resolve())
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | dict):
+        return json.dumps(value)
+    return str(value)
 
 
 @hook_app.command("session-start")

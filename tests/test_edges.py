@@ -176,3 +176,35 @@ def test_eval_on_beir_ids_with_slashes(make_app, tmp_path: Path) -> None:
     app.index()
     [result] = evaluate(app, cases, ablate=False)["results"]
     assert result["hit@1"] == pytest.approx(1.0)
+
+
+# ----------------------------------------------------------------- 5: mcp --print-config
+
+
+def test_print_config_carries_every_non_default_setting(
+    make_app, small_vault: Path, model_dir: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from retriever.cli import _print_client_config
+    from retriever.config import Settings
+
+    app = make_app(small_vault, model=model_dir, budget_tokens=900, exclude=["private/**"])
+    _print_client_config(app, http=False, host="127.0.0.1", port=8765, token=None)
+    printed = capsys.readouterr().err
+    snippet = json.loads(printed[printed.index("{") :])
+    env = snippet["mcpServers"]["retriever"]["env"]
+    assert env["RETRIEVER_HOME"] == str(app.settings.home.resolve())
+    assert env["RETRIEVER_EMBED_MODEL"] == str(model_dir.resolve())
+    assert env["RETRIEVER_VAULT"] == str(small_vault.resolve())
+    assert env["DATABASE_URL"] == app.settings.database_url  # set explicitly: needed to connect
+    assert env["RETRIEVER_CALIBRATE"] == "false" and env["RETRIEVER_BUDGET_TOKENS"] == "900"
+    assert "RETRIEVER_BM25_K1" not in env  # defaults stay out of the snippet
+    # The snippet's environment rebuilds the same settings in the server the client starts.
+    for key in [k for k in __import__("os").environ if k.startswith("RETRIEVER_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    rebuilt = Settings()
+    for name in ("home", "embed_model", "database_url", "calibrate", "budget_tokens", "exclude"):
+        assert str(getattr(rebuilt, name)) == str(getattr(app.settings, name)), name
