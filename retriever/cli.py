@@ -35,6 +35,17 @@ VaultArg = Annotated[
     Path | None,
     typer.Argument(help="Vault folder (default: RETRIEVER_VAULT or the current folder)."),
 ]
+VaultOpt = Annotated[
+    Path | None,
+    typer.Option("--vault", help="Vault folder (default: RETRIEVER_VAULT or the current folder)."),
+]
+
+
+def _vault(positional: Path | None, option: Path | None) -> Path | None:
+    """Every command takes the vault both ways (VAULT or --vault VAULT), so any hint works."""
+    if positional is not None and option is not None and positional != option:
+        raise typer.BadParameter(f"two vaults given: {positional} and {option}", param_hint="VAULT")
+    return positional if positional is not None else option
 
 
 def _setup_logging(verbose: bool = False) -> None:
@@ -82,6 +93,7 @@ def _main(
 @app.command()
 def index(
     vault: VaultArg = None,
+    vault_opt: VaultOpt = None,
     full: Annotated[
         bool, typer.Option("--full", help="Rebuild everything from the files.")
     ] = False,
@@ -91,7 +103,7 @@ def index(
     from retriever.db import DatabaseError
 
     try:
-        api = _app(vault)
+        api = _app(_vault(vault, vault_opt))
         progress_cb, progress_ctx = _progress(enabled=not as_json and err.is_terminal)
         with progress_ctx:
             report = api.index(full=full, progress=progress_cb)
@@ -165,12 +177,12 @@ def _print_index_report(report: Any) -> None:
 
 
 @app.command()
-def status(vault: VaultArg = None, as_json: JsonOpt = False) -> None:
+def status(vault: VaultArg = None, vault_opt: VaultOpt = None, as_json: JsonOpt = False) -> None:
     """How much of the vault is indexed, pending vectors, the model, the database."""
     from retriever.db import DatabaseError
 
     try:
-        api = _app(vault)
+        api = _app(_vault(vault, vault_opt))
         st = api.status()
     except (DatabaseError, FileNotFoundError) as exc:
         _fail(str(exc), as_json)
@@ -208,6 +220,7 @@ def describe_calibration(c: dict[str, Any]) -> str:
 @app.command()
 def calibrate(
     vault: VaultArg = None,
+    vault_opt: VaultOpt = None,
     if_due: Annotated[
         bool, typer.Option("--if-due", help="Only when the model or the vault changed.")
     ] = False,
@@ -220,7 +233,7 @@ def calibrate(
     from retriever.embed import EmbedderError
 
     try:
-        api = _app(vault)
+        api = _app(_vault(vault, vault_opt))
         result = api.calibrate(force=not if_due)
     except (DatabaseError, FileNotFoundError, EmbedderError, psycopg.Error) as exc:
         _fail(str(exc), as_json)
@@ -260,12 +273,12 @@ def _print_calibration(result: dict[str, Any]) -> None:
 
 
 @app.command()
-def gc(vault: VaultArg = None, as_json: JsonOpt = False) -> None:
+def gc(vault: VaultArg = None, vault_opt: VaultOpt = None, as_json: JsonOpt = False) -> None:
     """Remove orphan passages and the embeddings of models no longer configured."""
     from retriever.db import DatabaseError
 
     try:
-        api = _app(vault)
+        api = _app(_vault(vault, vault_opt))
         result = api.gc()
     except (DatabaseError, FileNotFoundError) as exc:
         _fail(str(exc), as_json)
@@ -447,7 +460,8 @@ def _print_eval(report: dict[str, Any]) -> None:
 
 @app.command()
 def watch(
-    vault_opt: Annotated[Path | None, typer.Option("--vault", help="Vault folder.")] = None,
+    vault: VaultArg = None,
+    vault_opt: VaultOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Index, then keep the index fresh as notes change (Ctrl-C to stop)."""
@@ -455,7 +469,7 @@ def watch(
     from retriever.watch import watch_vault
 
     try:
-        api = _app(vault_opt)
+        api = _app(_vault(vault, vault_opt))
         api.db  # noqa: B018 - fail now, clearly, if the database is unreachable
     except (DatabaseError, FileNotFoundError) as exc:
         _fail(str(exc), as_json)
@@ -485,15 +499,11 @@ hook_app = typer.Typer(
 )
 app.add_typer(hook_app, name="hook")
 
-VaultOpt = Annotated[
-    Path | None,
-    typer.Option("--vault", help="Vault folder (default: RETRIEVER_VAULT or the current folder)."),
-]
-
 
 @app.command()
 def health(
     vault: VaultArg = None,
+    vault_opt: VaultOpt = None,
     as_json: JsonOpt = False,
     quiet: Annotated[
         bool, typer.Option("-q", "--quiet", help="No output: the exit code is the answer.")
@@ -506,7 +516,7 @@ def health(
     from healthcheck.cli import check, emit
 
     try:
-        report = check(vault, timeout=max(0.5, timeout))
+        report = check(_vault(vault, vault_opt), timeout=max(0.5, timeout))
     except Exception as exc:  # the checker itself broke: that is "down", said plainly
         _fail(f"health check could not run: {type(exc).__name__}: {exc}", as_json)
         return
@@ -517,6 +527,7 @@ def health(
 @app.command()
 def mcp(
     vault: VaultArg = None,
+    vault_opt: VaultOpt = None,
     http: Annotated[
         bool, typer.Option("--http", help="Serve streamable HTTP at /mcp instead of stdio.")
     ] = False,
@@ -543,7 +554,7 @@ def mcp(
     from retriever.mcp_server import RemoteBindError, serve
 
     try:
-        api = _app(vault)
+        api = _app(_vault(vault, vault_opt))
     except FileNotFoundError as exc:
         _fail(str(exc), False)
         return

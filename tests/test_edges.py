@@ -208,3 +208,33 @@ def test_print_config_carries_every_non_default_setting(
     rebuilt = Settings()
     for name in ("home", "embed_model", "database_url", "calibrate", "budget_tokens", "exclude"):
         assert str(getattr(rebuilt, name)) == str(getattr(app.settings, name)), name
+
+
+# ----------------------------------------------------------------- 8: the vault, every way
+
+
+def test_health_accepts_the_vault_its_hint_names(
+    small_vault: Path, db_url: str, tmp_path: Path
+) -> None:
+    env = _cli_env(db_url, tmp_path)
+    missing = _run(["health", "--json", "--vault", str(tmp_path / "nowhere")], env)
+    vault_check = {c["name"]: c for c in json.loads(missing.stdout)["checks"]}["vault"]
+    assert vault_check["status"] == "fail" and "--vault" in vault_check["hint"]
+    for args in (["--vault", str(small_vault)], [str(small_vault)]):
+        done = _run(["health", "--json", *args], env)
+        checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+        assert checks["vault"]["status"] == "ok", done.stdout
+    by_env = _run(["health", "--json"], {**env, "RETRIEVER_VAULT": str(small_vault)})
+    assert {c["name"]: c for c in json.loads(by_env.stdout)["checks"]}["vault"]["status"] == "ok"
+
+
+def test_index_and_status_take_vault_as_option_too(
+    small_vault: Path, db_url: str, tmp_path: Path
+) -> None:
+    env = _cli_env(db_url, tmp_path)
+    indexed = _run(["index", "--json", "--vault", str(small_vault)], env)
+    assert json.loads(indexed.stdout)["files_seen"] == 2, indexed.stderr
+    status = _run(["status", "--json", "--vault", str(small_vault)], env)
+    assert json.loads(status.stdout)["notes_indexed"] == 2
+    clash = _run(["status", str(small_vault), "--vault", str(tmp_path)], env)
+    assert clash.returncode == 2 and "two vaults" in clash.stderr
