@@ -326,7 +326,11 @@ def search(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search the vault; results are cited as path:start-end."""
+    """Search the vault; results are cited as path:start-end.
+
+    A query that starts with "-" goes after "--", or it is read as an option:
+    retriever search -- "-v flag of rsync"
+    """
     from retriever.db import DatabaseError
     from retriever.search import SearchInputError
 

@@ -238,3 +238,20 @@ def test_index_and_status_take_vault_as_option_too(
     assert json.loads(status.stdout)["notes_indexed"] == 2
     clash = _run(["status", str(small_vault), "--vault", str(tmp_path)], env)
     assert clash.returncode == 2 and "two vaults" in clash.stderr
+
+
+# ----------------------------------------------------------------- 6: queries starting with "-"
+
+
+def test_dash_queries_are_documented_and_work(
+    small_vault: Path, db_url: str, tmp_path: Path
+) -> None:
+    env = _cli_env(db_url, tmp_path)
+    helped = _run(["search", "--help"], env)
+    assert 'retriever search -- "-v flag of rsync"' in helped.stdout
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    commands = readme[readme.index("## Commands") : readme.index("## Configuration")]
+    assert "starts with `-` goes after `--`" in commands
+    _run(["index", str(small_vault)], env)
+    done = _run(["search", "--vault", str(small_vault), "--json", "--", "-restic retention"], env)
+    assert json.loads(done.stdout)["queries"] == ["-restic retention"], done.stderr
