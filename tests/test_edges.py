@@ -255,3 +255,31 @@ def test_dash_queries_are_documented_and_work(
     _run(["index", str(small_vault)], env)
     done = _run(["search", "--vault", str(small_vault), "--json", "--", "-restic retention"], env)
     assert json.loads(done.stdout)["queries"] == ["-restic retention"], done.stderr
+
+
+# ----------------------------------------------------------------- 4: model warnings, once
+
+
+def test_offline_hub_is_said_once_and_plainly(
+    small_vault: Path, db_url: str, tmp_path: Path
+) -> None:
+    env = {**_cli_env(db_url, tmp_path), "RETRIEVER_EMBED_MODEL": "minishlab/potion-base-8M",
+           "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}  # fmt: skip
+    for args in (["index", str(small_vault)], ["search", "--vault", str(small_vault), "restic"]):
+        done = _run(args, env)
+        assert done.stderr.count("the model hub is unreachable") == 1, done.stderr
+        assert done.stderr.count("set RETRIEVER_EMBED_MODEL to a local Model2Vec folder") == 1
+
+
+def test_model_card_note_is_not_printed_twice(
+    small_vault: Path, db_url: str, tmp_path: Path, model_dir: Path
+) -> None:
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(model_dir, model)
+    (model / "README.md").write_text("# a model without card metadata\n", encoding="utf-8")
+    env = {**_cli_env(db_url, tmp_path), "RETRIEVER_EMBED_MODEL": str(model)}
+    done = _run(["index", str(small_vault)], env)
+    assert done.returncode == 0, done.stderr
+    assert "Repo card metadata block was not found" not in done.stderr
