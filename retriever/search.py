@@ -160,9 +160,21 @@ def validate_queries(queries: str | Sequence[str]) -> list[str]:
             cleaned.append(q)
     if not cleaned:
         raise SearchInputError("the query is empty: give at least one non-blank question")
+    # Punctuation alone matches nothing in either arm: refuse rather than return noise.
+    # (Stopwords alone stay allowed: the semantic arm can still read them.)
+    cleaned = [q for q in cleaned if has_searchable_text(q)]
+    if not cleaned:
+        raise SearchInputError(
+            "no searchable terms: the query has no letter or digit; ask with words"
+        )
     if len(cleaned) > MAX_QUERIES:
         raise SearchInputError(f"at most {MAX_QUERIES} queries per call (got {len(cleaned)})")
     return cleaned
+
+
+def has_searchable_text(query: str) -> bool:
+    """Whether the query holds at least one letter or digit (in any script)."""
+    return any(ch.isalnum() for ch in query)
 
 
 def _check_options(opts: SearchOptions) -> None:
@@ -505,19 +517,43 @@ def _coverage(conn: psycopg.Connection, chunk_id: int, queries: list[str]) -> fl
 
 
 def _truncate(hit: Hit, budget: int) -> None:
-    """Keep whole lines up to ``budget`` tokens and narrow the citation to them."""
+    """Keep the lines that fit in ``budget`` tokens and narrow the citation to them.
+
+    Headings alone answer nothing: they may take at most half the room, and the first
+    body line is cut inside its text when it does not fit whole."""
+    limit = budget * 4
     kept: list[str] = []
-    used = 0
+    used, body = 0, False
     for line in hit.text.split("\n"):
-        cost = len(line) + 1
-        if kept and used + cost > budget * 4:
+        heading = line.lstrip().startswith("#")
+        room = (limit // 2 if heading and not body else limit) - used
+        if len(line) + 1 <= room:
+            kept.append(line)
+            used += len(line) + 1
+            body = body or (bool(line.strip()) and not heading)
+            continue
+        if body or (not heading and room <= 1):
             break
-        kept.append(line[: budget * 4])
-        used += cost
+        kept.append(_cut_line(line, room - 1))
+        used += len(kept[-1]) + 1
+        if not heading:
+            break
     hit.text = "\n".join(kept)
     hit.end_line = min(hit.end_line, hit.start_line + len(kept) - 1)
     hit.tokens = estimate_tokens(hit.text)
     hit.truncated = True
+
+
+def _cut_line(line: str, room: int) -> str:
+    """The head of ``line`` in at most ``room`` characters, at a word boundary when one is
+    near, marked with an ellipsis so the reader knows the line goes on."""
+    if room <= 1:
+        return ""
+    head = line[: room - 1]
+    word_end = head.rfind(" ")
+    if word_end >= room // 2:
+        head = head[:word_end]
+    return head.rstrip() + "…"
 
 
 def _chunk_terms(conn: psycopg.Connection, chunk_id: int) -> set[str]:

@@ -1,0 +1,285 @@
+"""Rough edges a new user hits first (issue 13): each test shows the fixed behaviour."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from retriever.search import SearchInputError
+from tests.conftest import retriever_exe
+
+LONG_LINE = (
+    "Restic keeps nightly snapshots of the photo library and prunes them weekly; the "
+    "retention policy and the repository are documented at "
+    "https://example.org/a/very/long/path/to/the/restic/retention/policy/documentation/page "
+    "so that nobody has to guess which snapshots survive a prune run on the server."
+)
+
+
+@pytest.fixture
+def small_vault(tmp_path: Path) -> Path:
+    vault = tmp_path / "small"
+    (vault / "ops").mkdir(parents=True)
+    (vault / "ops" / "Backups with a very long file name for the citation test.md").write_text(
+        f"# Restic backup policy\n\n{LONG_LINE}\n\nSecond paragraph about restic checks.\n",
+        encoding="utf-8",
+    )
+    (vault / "Cooking.md").write_text(
+        "# Shakshuka\n\nEggs poached in a spiced tomato and pepper sauce.\n", encoding="utf-8"
+    )
+    return vault
+
+
+def _cli_env(db_url: str, tmp_path: Path) -> dict[str, str]:
+    return {"DATABASE_URL": db_url, "RETRIEVER_HOME": str(tmp_path / "home"),
+            "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin",
+            "COLUMNS": "80"}  # fmt: skip
+
+
+def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([retriever_exe(), *args], env=env, capture_output=True, text=True,
+                          check=False, timeout=120)  # fmt: skip
+
+
+# ----------------------------------------------------------------- 1: no searchable terms
+
+
+@pytest.mark.parametrize("query", ["?!...", "???", "& | ! : * ( ) \\", ["?", "!!"]])
+def test_punctuation_only_query_is_refused(make_app, small_vault: Path, query: object) -> None:
+    app = make_app(small_vault)
+    app.index()
+    with pytest.raises(SearchInputError, match="no searchable terms"):
+        app.search(query)  # type: ignore[arg-type]
+
+
+def test_punctuation_beside_a_real_query_is_dropped(make_app, small_vault: Path) -> None:
+    app = make_app(small_vault)
+    app.index()
+    result = app.search(["???", "restic retention"])
+    assert result.queries == ["restic retention"] and result.hits
+
+
+def test_stopwords_only_query_is_still_searched_semantically(
+    make_app, vault_copy: Path, model_dir: Path
+) -> None:
+    app = make_app(vault_copy, model=model_dir)
+    app.index()
+    result = app.search("the of and")
+    assert result.mode == "hybrid" and result.degraded_reason is None
+
+
+def test_cli_punctuation_query_fails_with_one_line(
+    small_vault: Path, db_url: str, tmp_path: Path
+) -> None:
+    env = _cli_env(db_url, tmp_path)
+    _run(["index", str(small_vault)], env)
+    plain = _run(["search", "--vault", str(small_vault), "?!..."], env)
+    assert plain.returncode == 2 and plain.stdout == ""
+    assert "no searchable terms" in plain.stderr and len(plain.stderr.strip().splitlines()) == 1
+    as_json = _run(["search", "--vault", str(small_vault), "--json", "?!..."], env)
+    data = json.loads(as_json.stdout)
+    assert as_json.returncode == 2 and data["ok"] is False
+    assert "no searchable terms" in data["error"]
+
+
+def test_mcp_punctuation_query_is_a_clean_tool_error(make_app, small_vault: Path) -> None:
+    import asyncio
+
+    from fastmcp import Client
+
+    from retriever.mcp_server import build_server
+
+    app = make_app(small_vault)
+    app.index()
+
+    async def call() -> object:
+        async with Client(build_server(app)) as client:
+            return await client.call_tool("search", {"queries": "???"}, raise_on_error=False)
+
+    result = asyncio.run(call())
+    assert result.is_error  # type: ignore[attr-defined]
+    text = result.content[0].text  # type: ignore[attr-defined]
+    assert "no searchable terms" in text and "Traceback" not in text
+
+
+# ----------------------------------------------------------------- 2: small budgets
+
+
+def test_budget_50_delivers_body_text_not_just_the_heading(make_app, small_vault: Path) -> None:
+    app = make_app(small_vault)
+    app.index()
+    result = app.search("restic retention policy snapshots", budget_tokens=50)
+    hit = result.hits[0]
+    assert hit.truncated and hit.tokens <= 50 and result.used_tokens <= 50
+    body = [ln for ln in hit.text.splitlines() if ln.strip() and not ln.startswith("#")]
+    assert body, hit.text
+    assert body[0].rstrip("…") in LONG_LINE
+    # The citation covers exactly the delivered lines.
+    lines = (small_vault / hit.path).read_text(encoding="utf-8").splitlines()
+    delivered = hit.text.splitlines()
+    assert hit.end_line - hit.start_line + 1 == len(delivered)
+    for got, line in zip(delivered, lines[hit.start_line - 1 : hit.end_line], strict=True):
+        assert line.startswith(got.rstrip("…"))
+
+
+# ----------------------------------------------------------------- 3: piped output
+
+
+def test_piped_search_output_is_not_wrapped(small_vault: Path, db_url: str, tmp_path: Path) -> None:
+    env = _cli_env(db_url, tmp_path)
+    _run(["index", str(small_vault)], env)
+    done = _run(["search", "--vault", str(small_vault), "restic retention policy"], env)
+    assert done.returncode in (0, 1), done.stderr
+    assert LONG_LINE in done.stdout.splitlines()
+    citation = "ops/Backups with a very long file name for the citation test.md:"
+    assert any(line.startswith(citation) for line in done.stdout.splitlines()), done.stdout
+
+
+# ----------------------------------------------------------------- 7: BEIR ids with "/"
+
+
+@pytest.mark.parametrize(
+    "doc_id", ["<dbpedia:AC/DC>", "a/b/c", "50%/x", ".hidden", "..", "Zürich_(city)", "x y.z"]
+)
+def test_beir_ids_map_to_safe_file_names_both_ways(doc_id: str) -> None:
+    from retriever.evaluate import beir_doc_id, beir_note_name
+
+    name = beir_note_name(doc_id)
+    assert "/" not in name and not name.startswith(".") and name.endswith(".md")
+    assert beir_doc_id(name) == doc_id
+
+
+def test_eval_on_beir_ids_with_slashes(make_app, tmp_path: Path) -> None:
+    from retriever.evaluate import evaluate, load_beir, write_beir_vault
+
+    beir = tmp_path / "dbpedia"
+    beir.mkdir()
+    docs = {"<dbpedia:AC/DC>": ("AC/DC", "Australian hard rock band formed by the Young brothers."),
+            "<dbpedia:Kayak>": ("Kayak", "A small narrow watercraft propelled by a paddle.")}  # fmt: skip
+    (beir / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "title": t, "text": x}) + "\n" for k, (t, x) in docs.items()),
+        "utf-8",
+    )
+    (beir / "queries.jsonl").write_text(
+        json.dumps({"_id": "q1", "text": "hard rock band Young brothers"}) + "\n", "utf-8"
+    )
+    (beir / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\t<dbpedia:AC/DC>\t1\n", "utf-8")
+    corpus, cases = load_beir(beir)
+    vault = tmp_path / "vault"
+    write_beir_vault(corpus, vault)
+    [relevant] = cases[0].relevant
+    assert (vault / relevant).is_file() and "/" not in relevant
+    app = make_app(vault)
+    app.index()
+    [result] = evaluate(app, cases, ablate=False)["results"]
+    assert result["hit@1"] == pytest.approx(1.0)
+
+
+# ----------------------------------------------------------------- 5: mcp --print-config
+
+
+def test_print_config_carries_every_non_default_setting(
+    make_app, small_vault: Path, model_dir: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from retriever.cli import _print_client_config
+    from retriever.config import Settings
+
+    app = make_app(small_vault, model=model_dir, budget_tokens=900, exclude=["private/**"])
+    _print_client_config(app, http=False, host="127.0.0.1", port=8765, token=None)
+    printed = capsys.readouterr().err
+    snippet = json.loads(printed[printed.index("{") :])
+    env = snippet["mcpServers"]["retriever"]["env"]
+    assert env["RETRIEVER_HOME"] == str(app.settings.home.resolve())
+    assert env["RETRIEVER_EMBED_MODEL"] == str(model_dir.resolve())
+    assert env["RETRIEVER_VAULT"] == str(small_vault.resolve())
+    assert env["DATABASE_URL"] == app.settings.database_url  # set explicitly: needed to connect
+    assert env["RETRIEVER_CALIBRATE"] == "false" and env["RETRIEVER_BUDGET_TOKENS"] == "900"
+    assert "RETRIEVER_BM25_K1" not in env  # defaults stay out of the snippet
+    # The snippet's environment rebuilds the same settings in the server the client starts.
+    for key in [k for k in __import__("os").environ if k.startswith("RETRIEVER_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    rebuilt = Settings()
+    for name in ("home", "embed_model", "database_url", "calibrate", "budget_tokens", "exclude"):
+        assert str(getattr(rebuilt, name)) == str(getattr(app.settings, name)), name
+
+
+# ----------------------------------------------------------------- 8: the vault, every way
+
+
+def test_health_accepts_the_vault_its_hint_names(
+    small_vault: Path, db_url: str, tmp_path: Path
+) -> None:
+    env = _cli_env(db_url, tmp_path)
+    missing = _run(["health", "--json", "--vault", str(tmp_path / "nowhere")], env)
+    vault_check = {c["name"]: c for c in json.loads(missing.stdout)["checks"]}["vault"]
+    assert vault_check["status"] == "fail" and "--vault" in vault_check["hint"]
+    for args in (["--vault", str(small_vault)], [str(small_vault)]):
+        done = _run(["health", "--json", *args], env)
+        checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+        assert checks["vault"]["status"] == "ok", done.stdout
+    by_env = _run(["health", "--json"], {**env, "RETRIEVER_VAULT": str(small_vault)})
+    assert {c["name"]: c for c in json.loads(by_env.stdout)["checks"]}["vault"]["status"] == "ok"
+
+
+def test_index_and_status_take_vault_as_option_too(
+    small_vault: Path, db_url: str, tmp_path: Path
+) -> None:
+    env = _cli_env(db_url, tmp_path)
+    indexed = _run(["index", "--json", "--vault", str(small_vault)], env)
+    assert json.loads(indexed.stdout)["files_seen"] == 2, indexed.stderr
+    status = _run(["status", "--json", "--vault", str(small_vault)], env)
+    assert json.loads(status.stdout)["notes_indexed"] == 2
+    clash = _run(["status", str(small_vault), "--vault", str(tmp_path)], env)
+    assert clash.returncode == 2 and "two vaults" in clash.stderr
+
+
+# ----------------------------------------------------------------- 6: queries starting with "-"
+
+
+def test_dash_queries_are_documented_and_work(
+    small_vault: Path, db_url: str, tmp_path: Path
+) -> None:
+    env = _cli_env(db_url, tmp_path)
+    helped = _run(["search", "--help"], env)
+    assert 'retriever search -- "-v flag of rsync"' in helped.stdout
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    commands = readme[readme.index("## Commands") : readme.index("## Configuration")]
+    assert "starts with `-` goes after `--`" in commands
+    _run(["index", str(small_vault)], env)
+    done = _run(["search", "--vault", str(small_vault), "--json", "--", "-restic retention"], env)
+    assert json.loads(done.stdout)["queries"] == ["-restic retention"], done.stderr
+
+
+# ----------------------------------------------------------------- 4: model warnings, once
+
+
+def test_offline_hub_is_said_once_and_plainly(
+    small_vault: Path, db_url: str, tmp_path: Path
+) -> None:
+    env = {**_cli_env(db_url, tmp_path), "RETRIEVER_EMBED_MODEL": "minishlab/potion-base-8M",
+           "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}  # fmt: skip
+    for args in (["index", str(small_vault)], ["search", "--vault", str(small_vault), "restic"]):
+        done = _run(args, env)
+        assert done.stderr.count("the model hub is unreachable") == 1, done.stderr
+        assert done.stderr.count("set RETRIEVER_EMBED_MODEL to a local Model2Vec folder") == 1
+
+
+def test_model_card_note_is_not_printed_twice(
+    small_vault: Path, db_url: str, tmp_path: Path, model_dir: Path
+) -> None:
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(model_dir, model)
+    (model / "README.md").write_text("# a model without card metadata\n", encoding="utf-8")
+    env = {**_cli_env(db_url, tmp_path), "RETRIEVER_EMBED_MODEL": str(model)}
+    done = _run(["index", str(small_vault)], env)
+    assert done.returncode == 0, done.stderr
+    assert "Repo card metadata block was not found" not in done.stderr
