@@ -396,18 +396,17 @@ def calibrate(
     """Calibrate and store the result for the model (and for lexical-only searches).
     Returns the report; ``status`` is "calibrated" or "too_small"."""
     started = time.perf_counter()
+    key = embedder.fingerprint if embedder is not None and model is not None else LEXICAL_KEY
     notes, shared, common, n_docs = load_notes(conn, MAX_QUERIES)
     if n_docs < MIN_NOTES:
-        return {"status": "too_small", "notes": n_docs, "min_notes": MIN_NOTES,
-                "message": f"{n_docs} notes: too few to calibrate (at least {MIN_NOTES}); "
-                           "the default ranking applies"}  # fmt: skip
+        return _too_small(conn, key, n_docs, f"{n_docs} notes: too few to calibrate "
+                                             f"(at least {MIN_NOTES})")  # fmt: skip
     queries = make_queries(notes, limit=MAX_QUERIES, shared_names=shared, common_headings=common,
                            rarity=_rarity(conn, notes))  # fmt: skip
     halves = [sum(q.split == s for q in queries) for s in ("choose", "report")]
     if min(halves) < MIN_HALF:
-        return {"status": "too_small", "notes": n_docs, "queries": len(queries),
-                "message": f"the notes give only {len(queries)} usable pseudo-queries; "
-                           "the default ranking applies"}  # fmt: skip
+        return _too_small(conn, key, n_docs, f"the notes give only {len(queries)} usable "
+                                             "pseudo-queries")  # fmt: skip
     searcher.titles.get(conn)
     arms = run_arms(conn, searcher, queries, embedder=embedder, model=model, bm25=bm25)
     walk = CachedWalk(searcher.walker(conn, Scope("", {})))
@@ -442,6 +441,15 @@ def calibrate(
         save(conn, key, n_docs, stored, result)
     log.info("calibrated on %d pseudo-queries in %.1fs", len(queries), seconds)
     return results.get(embedder.fingerprint if embedder and model else LEXICAL_KEY, {})
+
+
+def _too_small(conn: psycopg.Connection, key: str, n_docs: int, why: str) -> dict[str, Any]:
+    """Stored too, so that status says why the defaults apply (and the next index run
+    tries again only once the vault has grown)."""
+    result = {"status": "too_small", "notes": n_docs, "min_notes": MIN_NOTES,
+              "message": f"{why}; the default ranking applies"}  # fmt: skip
+    save(conn, key, n_docs, [], result)
+    return result
 
 
 def _present(fits: dict[str, Any]) -> dict[str, Any]:
