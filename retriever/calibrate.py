@@ -42,6 +42,7 @@ FOUND_DEPTH = 3  # a note "found" by a query: among the first three
 MIN_HALF = 15  # pseudo-queries each half needs for a choice worth making
 MIN_ABSENCE_QUERIES = 20  # per half; fewer and the default absence rule stays
 NOISE_FLOOR = 0.002  # nDCG differences below this are never worth a more complex ranking
+NOISE_SE = 0.5  # "within noise": this many standard errors of the paired differences
 
 # Simplest first: a later candidate must beat an earlier one by more than the noise.
 # Linear fusion leads (with the right semantic weight it matched, within 0.003, or beat
@@ -248,7 +249,7 @@ class Chooser:
         for ranking in candidates:
             diff = self.score(best) - self.score(ranking)
             noise = float(diff.std(ddof=1)) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
-            if float(diff.mean()) <= max(NOISE_FLOOR, 0.5 * noise):
+            if float(diff.mean()) <= max(NOISE_FLOOR, NOISE_SE * noise):
                 return ranking
         return best
 
