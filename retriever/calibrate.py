@@ -29,7 +29,7 @@ from retriever.calibration_store import LEXICAL_KEY, save
 from retriever.embed import Embedder, InvalidVectorError
 from retriever.lexical import BM25Params, query_terms, term_idf, tokenize
 from retriever.pseudo import NoteSample, PseudoQuery, Section, make_queries, name_key, note_order
-from retriever.ranking import Arms, Ranking, Walk, fuse, ranked_docs
+from retriever.ranking import DEFAULT_RANKING, Arms, Ranking, Walk, fuse, ranked_docs
 from retriever.search import Scope, Searcher
 from retriever.titles import note_names
 
@@ -39,7 +39,9 @@ MIN_NOTES = 30  # below this a vault is too small to calibrate: defaults apply
 MAX_QUERIES = 400
 EMBED_BATCH = 64
 FOUND_DEPTH = 3  # a note "found" by a query: among the first three
-MIN_HALF = 15  # pseudo-queries each half needs for a choice worth making
+# Fewer pseudo-queries than this and the choice is noise (a 32-note vault gives ~80):
+# the defaults stay.
+MIN_QUERIES = 100
 MIN_ABSENCE_QUERIES = 20  # per half; fewer and the default absence rule stays
 NOISE_FLOOR = 0.002  # nDCG differences below this are never worth a more complex ranking
 NOISE_SE = 0.5  # "within noise": this many standard errors of the paired differences
@@ -405,7 +407,8 @@ def calibrate(
     queries = make_queries(notes, limit=MAX_QUERIES, shared_names=shared, common_headings=common,
                            rarity=_rarity(conn, notes))  # fmt: skip
     halves = [sum(q.split == s for q in queries) for s in ("choose", "report")]
-    if min(halves) < MIN_HALF:
+    few = len(queries) < MIN_QUERIES or min(halves) < MIN_QUERIES // 4
+    if few and sum(q.kind != "title" for q in queries) < 2 * MIN_ABSENCE_QUERIES:
         return _too_small(conn, key, n_docs, f"the notes give only {len(queries)} usable "
                                              "pseudo-queries")  # fmt: skip
     searcher.titles.get(conn)
@@ -415,21 +418,24 @@ def calibrate(
     gathered = time.perf_counter() - started
     lexical = Chooser(Workbench(queries, [_lexical_only(a) for a in arms],
                                 searcher.titles.first_chunk, walk), split["choose"], split["report"], {})  # fmt: skip
-    lex_ranking = choose_ranking(lexical, hybrid=False)
+    lex_ranking = DEFAULT_RANKING if few else choose_ranking(lexical, hybrid=False)
     limits = {"coverage": absent_coverage, "quantile": absent_quantile}
     lex_absence = fit_absence(conn, lexical, lex_ranking, semantic=False, **limits)
     generation = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()
     base = {"status": "calibrated", "notes": n_docs, "queries": len(queries),
             "vault_generation": (generation[0] or {}).get("at") if generation else None,
             "kinds": _count(q.kind for q in queries), "choose": len(split["choose"]),
-            "report": len(split["report"])}  # fmt: skip
+            "report": len(split["report"]),
+            "ranking_source": (f"default: {len(queries)} pseudo-queries are too few to choose "
+                               "a ranking (absence thresholds are still calibrated)")
+                              if few else "pseudo-queries"}  # fmt: skip
     results = {LEXICAL_KEY: {**base, **_summary(lexical, lex_ranking, lex_ranking),
                              "absence": _present({"lexical": lex_absence})}}  # fmt: skip
     if model is not None and embedder is not None:
         hybrid = Chooser(Workbench(queries, arms, searcher.titles.first_chunk, walk),
                          split["choose"], split["report"], {})  # fmt: skip
-        pseudo_best = choose_ranking(hybrid, hybrid=True)
-        ranking = corrected(pseudo_best)
+        pseudo_best = DEFAULT_RANKING if few else choose_ranking(hybrid, hybrid=True)
+        ranking = DEFAULT_RANKING if few else corrected(pseudo_best)
         results[embedder.fingerprint] = {
             **base, "model": embedder.model_id, **_summary(hybrid, pseudo_best, ranking),
             "absence": _present({"hybrid": fit_absence(conn, hybrid, ranking, semantic=True,

@@ -16,7 +16,7 @@ from retriever.absence import AbsenceModel
 from retriever.ranking import Ranking
 
 LEXICAL_KEY = ""  # the row for searches without a semantic arm
-CALIBRATION_VERSION = 2  # bump when the procedure changes: stored results are redone
+CALIBRATION_VERSION = 3  # bump when the procedure changes: stored results are redone
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +25,7 @@ class Calibration:
     absence_hybrid: AbsenceModel | None
     absence_lexical: AbsenceModel | None
     created_at: str
+    ranking_chosen: bool = True  # False: the default ranking, with calibrated absence
 
 
 def save(
@@ -84,6 +85,7 @@ def _parse(result: dict[str, Any], created_at: str) -> Calibration:
         absence_hybrid=AbsenceModel.from_dict(hybrid["model"]) if hybrid else None,
         absence_lexical=AbsenceModel.from_dict(lexical["model"]) if lexical else None,
         created_at=created_at,
+        ranking_chosen=not str(result.get("ranking_source", "")).startswith("default"),
     )
 
 
@@ -126,6 +128,7 @@ def summary(result: dict[str, Any] | None) -> dict[str, Any]:
     return {
         "state": "calibrated",
         "ranking": result.get("label"),
+        "ranking_source": result.get("ranking_source"),
         "model": result.get("model"),
         "ndcg_report": result.get("ndcg_report"),
         "queries": result.get("queries"),

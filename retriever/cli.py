@@ -239,7 +239,9 @@ def describe_calibration(c: dict[str, Any]) -> str:
     """One line: the ranking in force and how well it did on held-back pseudo-queries."""
     if c.get("state") != "calibrated":
         return f"default ({c.get('reason')})"
-    line = f"calibrated: {c['ranking']}, pseudo-query nDCG@10 {c['ndcg_report']:.3f}"
+    chosen = not str(c.get("ranking_source") or "").startswith("default")
+    head = "calibrated" if chosen else "default (too few pseudo-queries), absence calibrated"
+    line = f"{head}: {c['ranking']}, pseudo-query nDCG@10 {c['ndcg_report']:.3f}"
     rates = c.get("absence_report")
     if rates:
         line += (f"; absence flags {rates['absent_flagged']:.0%} of left-out,"

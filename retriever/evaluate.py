@@ -60,6 +60,7 @@ ABLATIONS = [
     CALIBRATED,
     Config("calibrated-title", overrides=(("title_weight", 0.0),)),
     Config("calibrated-graph", overrides=(("graph_weight", 0.0),)),
+    Config("calibrated-2nd-passage", overrides=(("second_passage", 0.0),)),
 ]
 
 

@@ -434,7 +434,8 @@ class Searcher:
         if found is None:
             return DEFAULT_RANKING.apply(opts.overrides), None, "default (not calibrated)"
         absence = found.absence_hybrid if semantic else found.absence_lexical
-        note = "calibrated" if not opts.overrides else "calibrated, with overrides"
+        note = "calibrated" if found.ranking_chosen else "default ranking, calibrated absence"
+        note += ", with overrides" if opts.overrides else ""
         return found.ranking.apply(opts.overrides), absence, note
 
     def _deliver(

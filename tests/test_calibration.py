@@ -157,3 +157,19 @@ def test_cli_calibrate_reports_and_exits_0(hobby_vault_dir, db_url: str, tmp_pat
     status = subprocess.run([retriever_exe(), "status", str(hobby_vault_dir)], env=env,
                             capture_output=True, text=True, check=False)  # fmt: skip
     assert "ranking   calibrated: lexical" in status.stdout
+
+
+def test_a_vault_with_few_pseudo_queries_keeps_the_default_ranking_but_calibrates_absence(
+    make_app, tmp_path: Path, hobby_model: Path
+) -> None:
+    vault = tmp_path / "few"
+    vault.mkdir()
+    _write_vault(vault, TOPICS[:32])  # 32 notes: at most 96 pseudo-queries
+    app = make_app(vault, model=hobby_model, calibrate=True)
+    cal = app.index().calibration
+    assert cal is not None and cal["status"] == "calibrated"
+    assert cal["ranking_source"].startswith("default") and cal["queries"] < 100
+    assert cal["absence"]["hybrid"]["model"]["thresholds"]["best_cosine"] > 0
+    result = app.search("beginner kit for the kayak club")
+    assert result.calibration == "default ranking, calibrated absence"
+    assert result.ranking == cal["label"]

@@ -31,6 +31,18 @@ def test_fusion_prefers_what_both_arms_found() -> None:
     assert ranked_docs(lin, _arms().doc_of)[0] == 10
 
 
+def test_a_second_matching_passage_counts_for_its_note() -> None:
+    # Note 10 answers with two passages (chunks 1, 2); note 20 with one stronger passage.
+    arms = Arms(lexical=[{3: 10.0, 1: 8.0, 2: 7.0}], doc_of={1: 10, 2: 10, 3: 20})
+    plain, _ = fuse(arms, Ranking("lexical", second_passage=0.0), first_chunk=_first)
+    assert ranked_docs(plain, arms.doc_of)[0] == 20
+    credited, _ = fuse(arms, Ranking("lexical", second_passage=0.5), first_chunk=_first)
+    assert ranked_docs(credited, arms.doc_of)[0] == 10
+    # Rank-based fusions leave it alone: their scores are ranks, not evidence.
+    rrf, _ = fuse(arms, Ranking("rrf", second_passage=0.5), first_chunk=_first)
+    assert rrf == fuse(arms, Ranking("rrf", second_passage=0.0), first_chunk=_first)[0]
+
+
 def test_single_arm_rankings_use_only_their_arm() -> None:
     lexical, _ = fuse(_arms(), Ranking("lexical", graph_weight=0.0), first_chunk=_first)
     assert max(lexical, key=lexical.__getitem__) == 1
@@ -80,7 +92,7 @@ def test_ranking_overrides_and_labels() -> None:
     assert calibrated.apply({"graph": True}).graph_weight > 0  # asked for: back on
     assert calibrated.apply({"graph_weight": 0.0}).graph_weight == 0.0
     assert Ranking.from_dict(calibrated.to_dict()) == calibrated
-    assert DEFAULT_RANKING.label().startswith("rrf(k=60")
+    assert DEFAULT_RANKING.label().startswith("linear(sw=0.5)")
     assert calibrated.label() == "linear(sw=0.5)+title0.5+ident2"
 
 
