@@ -311,4 +311,6 @@ class Retriever:
             passages = store.gc_passages(conn)
             # Without a working embedder we cannot tell which vectors are current: keep all.
             models = store.gc_embeddings(conn, embedder.fingerprint) if embedder else 0
-        return {"passages_removed": passages, "models_removed": models}
+            calibrations = calibration_store.gc(conn) if embedder else 0
+        return {"passages_removed": passages, "models_removed": models,
+                "calibrations_removed": calibrations}  # fmt: skip

@@ -66,6 +66,16 @@ def note_vault_change(conn: psycopg.Connection, notes: int) -> None:
         conn.execute("UPDATE calibrations SET changed_docs = changed_docs + %s", (notes,))
 
 
+def gc(conn: psycopg.Connection) -> int:
+    """Drop the calibrations of models whose vectors are gone (lexical-only stays)."""
+    cur = conn.execute(
+        "DELETE FROM calibrations WHERE model <> %s"
+        " AND model NOT IN (SELECT fingerprint FROM models)",
+        (LEXICAL_KEY,),
+    )
+    return cur.rowcount
+
+
 def needs_calibration(conn: psycopg.Connection, key: str, n_docs: int, *, drift: float) -> bool:
     """True when ``key`` has no current calibration, or the vault changed materially
     (more than ``drift`` of its notes written or removed since) or the procedure did."""

@@ -319,7 +319,8 @@ def gc(vault: VaultArg = None, vault_opt: VaultOpt = None, as_json: JsonOpt = Fa
         _emit_json({"ok": True, **result})
     else:
         out.print(
-            f"removed {result['passages_removed']} passages, {result['models_removed']} old models"
+            f"removed {result['passages_removed']} passages, {result['models_removed']} old models,"
+            f" {result['calibrations_removed']} old calibrations"
         )
     api.close()
 

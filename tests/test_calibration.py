@@ -173,3 +173,18 @@ def test_a_vault_with_few_pseudo_queries_keeps_the_default_ranking_but_calibrate
     result = app.search("beginner kit for the kayak club")
     assert result.calibration == "default ranking, calibrated absence"
     assert result.ranking == cal["label"]
+
+
+def test_gc_drops_the_calibrations_of_removed_models(
+    make_app, hobby_vault_dir: Path, hobby_model: Path, tmp_path: Path
+) -> None:
+    other = build_model(hobby_vault_dir, tmp_path / "other", dim=32)  # another fingerprint
+    first = make_app(hobby_vault_dir, model=hobby_model, calibrate=True)
+    first.index()
+    old = first.embedder()[0].fingerprint
+    second = make_app(hobby_vault_dir, model=other, calibrate=True)
+    second.index()
+    assert second.gc()["calibrations_removed"] == 1
+    with second.db.connection() as conn:
+        keys = {r[0] for r in conn.execute("SELECT model FROM calibrations")}
+    assert old not in keys and second.embedder()[0].fingerprint in keys

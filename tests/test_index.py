@@ -1058,13 +1058,17 @@ def test_model_change_adds_vectors_and_gc_prunes_old_ones(
     )
 
     # Without a working embedder, gc cannot tell which vectors are current: keeps them all.
-    assert make_app(vault_copy, model="none").gc() == {"passages_removed": 0, "models_removed": 0}
+    assert make_app(vault_copy, model="none").gc() == {
+        "passages_removed": 0,
+        "models_removed": 0,
+        "calibrations_removed": 0,
+    }
     assert scalar(db_url, "SELECT count(*) FROM models") == 2
 
-    assert second.gc() == {"passages_removed": 0, "models_removed": 1}
+    assert second.gc() == {"passages_removed": 0, "models_removed": 1, "calibrations_removed": 0}
     assert [r[0] for r in query(db_url, "SELECT fingerprint FROM models")] == [new_fp]
     assert scalar(db_url, "SELECT count(*) FROM embeddings") == n_passages
-    assert second.gc() == {"passages_removed": 0, "models_removed": 0}
+    assert second.gc() == {"passages_removed": 0, "models_removed": 0, "calibrations_removed": 0}
     # Switching back re-embeds everything for the first model.
     assert first.index().passages_embedded == n_passages
 
