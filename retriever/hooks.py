@@ -22,6 +22,7 @@ import json
 import logging
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -149,6 +150,35 @@ def _query(prompt: str) -> str:
     return text[:2_000]
 
 
+def cited_block(
+    app: Retriever,
+    query: str,
+    header: Callable[[str], str],
+    *,
+    budget_tokens: int,
+    min_coverage: float,
+    mode: str | None = None,
+    what: str = "hook",
+) -> str:
+    """A redacted, capped block of cited passages under ``header(search mode)``, or ""
+    when search fails or the vault does not clearly cover the query: unasked-for context
+    must be precise, and a hook must never stand in the agent's way."""
+    try:
+        # fresh=False: no re-indexing on the agent's path; the indexer keeps up.
+        result = app.search(query, budget_tokens=budget_tokens, mode=mode, fresh=False)
+    except Exception as exc:
+        log.warning("%s: search failed: %s", what, type(exc).__name__)
+        return ""
+    if not result.hits or result.likely_absent or result.coverage < min_coverage:
+        return ""
+    body = result.to_markdown()
+    if result.degraded_reason:
+        from retriever.notes import scrub_message  # lazy: the tool hooks import this module
+
+        body = body.replace(result.degraded_reason, scrub_message(app, result.degraded_reason))
+    return _cap(redact(f"{header(result.mode)}\n\n{body}")[0])
+
+
 def prompt_context(app: Retriever, prompt: str, budget_tokens: int = 600) -> str:
     """The UserPromptSubmit hook's stdout: a small cited context block, or "" for none.
 
@@ -157,24 +187,16 @@ def prompt_context(app: Retriever, prompt: str, budget_tokens: int = 600) -> str
     """
     if not isinstance(prompt, str) or is_trivial(prompt):
         return ""
-    try:
-        # fresh=False: no re-indexing on the typing path; the indexer keeps up.
-        result = app.search(_query(prompt), budget_tokens=budget_tokens, fresh=False)
-    except Exception as exc:
-        log.warning("prompt hook: search failed: %s", type(exc).__name__)
-        return ""
-    if not result.hits or result.likely_absent or result.coverage < MIN_COVERAGE:
-        return ""
-    header = (
-        f"Possibly relevant excerpts from the user's notes (retriever, {result.mode} search; "
-        "cite as path:start-end, open more with read_note; ignore if unrelated):"
-    )
-    body = result.to_markdown()
-    if result.degraded_reason:
-        from retriever.notes import scrub_message
 
-        body = body.replace(result.degraded_reason, scrub_message(app, result.degraded_reason))
-    return hook_output("UserPromptSubmit", _cap(redact(f"{header}\n\n{body}")[0]))
+    def header(mode: str) -> str:
+        return (
+            f"Possibly relevant excerpts from the user's notes (retriever, {mode} search; "
+            "cite as path:start-end, open more with read_note; ignore if unrelated):"
+        )
+
+    block = cited_block(app, _query(prompt), header, budget_tokens=budget_tokens,
+                        min_coverage=MIN_COVERAGE, what="prompt hook")  # fmt: skip
+    return hook_output("UserPromptSubmit", block) if block else ""
 
 
 # --------------------------------------------------------------------------- CLI glue

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
 from retriever.compress import compress
-from retriever.hooks import MAX_CONTEXT_CHARS, _cap, hook_output, read_hook_input
+from retriever.hooks import MAX_CONTEXT_CHARS, _cap, cited_block, hook_output, read_hook_input
 from retriever.redact import redact
 
 if TYPE_CHECKING:
@@ -254,24 +254,16 @@ def tool_context(app: Retriever, tool_name: str, query: str, budget_tokens: int)
 
     Byte-stable: no timings or scores, only citations, headings and passage text.
     """
-    try:
-        mode = app.settings.hook_pre_tool_mode
-        result = app.search(query, budget_tokens=budget_tokens, mode=mode, fresh=False)
-    except Exception as exc:
-        log.warning("pre-tool hook: search failed: %s", type(exc).__name__)
-        return ""
-    if not result.hits or result.likely_absent or result.coverage < PRE_TOOL_MIN_COVERAGE:
-        return ""
-    header = (
-        f"Notes possibly relevant to this {tool_name} call (retriever, {result.mode} search "
-        f"for '{query}'; cite as path:start-end; ignore if unrelated):"
-    )
-    body = result.to_markdown()
-    if result.degraded_reason:
-        from retriever.notes import scrub_message
 
-        body = body.replace(result.degraded_reason, scrub_message(app, result.degraded_reason))
-    return _cap(redact(f"{header}\n\n{body}")[0])
+    def header(mode: str) -> str:
+        return (
+            f"Notes possibly relevant to this {tool_name} call (retriever, {mode} search "
+            f"for '{query}'; cite as path:start-end; ignore if unrelated):"
+        )
+
+    return cited_block(app, query, header, budget_tokens=budget_tokens,
+                       min_coverage=PRE_TOOL_MIN_COVERAGE, mode=app.settings.hook_pre_tool_mode,
+                       what="pre-tool hook")  # fmt: skip
 
 
 def is_repeat(folder: Path | None, session_id: object, key: str, query: str) -> bool:

@@ -87,6 +87,12 @@ def test_tool_context_for_a_covered_file(healthy_app: Retriever) -> None:
     assert len(block) < 300 * 4 * 2
 
 
+def test_tool_context_quotes_a_query_with_braces(healthy_app: Retriever) -> None:
+    block = tool_context(healthy_app, "Bash", "restic backup {retention}", 300)
+    assert "for 'restic backup {retention}'" in block
+    assert "homelab/Backups.md:" in block
+
+
 def test_tool_context_stays_quiet_when_not_covered(healthy_app: Retriever) -> None:
     for query in ("kubernetes helm chart", "quantum chromodynamics", "webpack config"):
         assert tool_context(healthy_app, "Read", query, 300) == ""
