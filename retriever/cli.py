@@ -443,6 +443,9 @@ def eval_cmd(
             url = _eval_database(base.database_url, cases.name)
             api = Retriever(settings_from(vault=eval_vault, home=home, database_url=url))
         else:
+            if vault is None:
+                # Without it the current folder would be indexed over the user's index.
+                raise ValueError(f"{cases.name} is about a vault: give it with --vault PATH")
             loaded = load_cases(cases)
             api = _app(vault)
         api.index()

@@ -1,6 +1,7 @@
 """Walk the vault: which files are notes, with their size and mtime.
 
-Never enters ``.obsidian/``, ``.trash/``, ``.git/``, ``node_modules/``; honours a
+Never enters ``.obsidian/``, ``.trash/``, ``.git/``, ``node_modules/``, ``.venv/``, ``venv/``,
+``__pycache__/``, ``site-packages/``; honours a
 ``.indexignore`` (gitignore syntax) at the vault root and include/exclude globs; follows
 no symlink (one leaving the vault is reported; one inside it only duplicates a real path),
 so symlink loops cannot trap it.
@@ -19,7 +20,11 @@ import pathspec
 
 log = logging.getLogger(__name__)
 
-ALWAYS_EXCLUDED_DIRS = frozenset({".obsidian", ".trash", ".git", "node_modules"})
+# Editor state, version control and software trees: never notes, often huge.
+ALWAYS_EXCLUDED_DIRS = frozenset(
+    {".obsidian", ".trash", ".git", "node_modules", ".venv", "venv", "__pycache__",
+     "site-packages"}
+)  # fmt: skip
 IGNORE_FILE = ".indexignore"
 
 

@@ -78,3 +78,25 @@ def test_eval_on_a_beir_folder(make_app, tmp_path: Path) -> None:
     [result] = report["results"]
     assert result["ndcg@10"] == pytest.approx(1.0)
     assert result["hit@1"] == pytest.approx(1.0)
+
+
+def test_eval_of_a_cases_file_without_vault_refuses_and_indexes_nothing(
+    tmp_path: Path, db_url: str
+) -> None:
+    import subprocess
+
+    from tests.conftest import retriever_exe
+
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text('{"id": 1, "query": "x", "relevant": ["a.md"]}\n', "utf-8")
+    (tmp_path / "stray.md").write_text("# Not a vault\n", "utf-8")
+    env = {"DATABASE_URL": db_url, "RETRIEVER_HOME": str(tmp_path / "home"),
+           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin"}  # fmt: skip
+    done = subprocess.run([retriever_exe(), "eval", str(cases), "--json"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 2
+    assert "--vault" in json.loads(done.stdout)["error"]
+    import psycopg
+
+    with psycopg.connect(db_url) as conn:
+        assert conn.execute("SELECT count(*) FROM documents").fetchone() == (0,)
