@@ -120,6 +120,7 @@ class Retriever:
         allow_full: bool = True,
         embed_limit: int | None = None,
         calibrate: bool = True,
+        force: bool = False,
     ) -> IndexReport:
         """Bring the index in line with the vault, then calibrate the ranking when due
         (never from the bounded freshness pass: ``embed_limit`` set)."""
@@ -135,9 +136,10 @@ class Retriever:
             wait_for_lock=wait_for_lock,
             allow_full=allow_full,
             embed_limit=embed_limit,
+            force=force,
         )
         due = calibrate and self.settings.calibrate and embed_limit is None
-        if due and not report.interrupted and LOCK_BUSY not in report.warnings:
+        if due and not (report.interrupted or report.refused) and LOCK_BUSY not in report.warnings:
             try:
                 report.calibration = self.calibrate(force=False)
             except (psycopg.Error, EmbedderError) as exc:

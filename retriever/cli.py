@@ -125,6 +125,10 @@ def index(
     full: Annotated[
         bool, typer.Option("--full", help="Rebuild everything from the files.")
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Replace another vault's index, or drop most notes at once."),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Index the vault incrementally (only changed files are re-read)."""
@@ -134,9 +138,13 @@ def index(
         api = _app(_vault(vault, vault_opt))
         progress_cb, progress_ctx = _progress(enabled=not as_json and err.is_terminal)
         with progress_ctx:
-            report = api.index(full=full, progress=progress_cb)
+            report = api.index(full=full, progress=progress_cb, force=force)
     except (DatabaseError, FileNotFoundError) as exc:
         _fail(str(exc), as_json)
+        return
+    if report.refused:
+        api.close()
+        _fail(report.refused, as_json)
         return
     data = report.to_dict()
     degraded = bool(report.errors or report.passages_pending or report.interrupted)

@@ -74,6 +74,7 @@ class IndexReport:
     seconds: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)  # seconds per stage
     calibration: dict[str, object] | None = None  # set when the run recalibrated
+    refused: str | None = None  # why nothing was done (see wipe_refusal)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -124,6 +125,32 @@ def _prepared(jobs: list[PrepareJob]) -> Iterator[object]:
         yield from pool.map(run_job, jobs, chunksize=32)
 
 
+WIPE_MIN_NOTES = 10  # losing fewer notes than this at once is never questioned
+WIPE_SHARE = 0.5  # losing more than this share of the notes at once needs --force
+
+
+def wipe_refusal(vault: Path, indexed_vault: object, n_indexed: int, n_gone: int) -> str | None:
+    """Why this run must not go ahead without --force, or None.
+
+    The database is derived, but rebuilding a big index (and its vectors) costs minutes:
+    another vault's index, or most notes gone at once (an unmounted disk, a moved vault,
+    the wrong folder), is not replaced silently."""
+    if not n_indexed:
+        return None
+    if isinstance(indexed_vault, str) and indexed_vault != str(vault):
+        return (
+            f"this index holds {indexed_vault} ({n_indexed} notes); indexing {vault} would "
+            "replace it: give each vault its own RETRIEVER_HOME (or DATABASE_URL), or pass "
+            "--force to replace it"
+        )
+    if n_gone > max(WIPE_MIN_NOTES, WIPE_SHARE * n_indexed):
+        return (
+            f"{n_gone} of {n_indexed} indexed notes are gone from {vault}; not removing "
+            "them without --force (is the vault moved or unmounted?)"
+        )
+    return None
+
+
 def index_vault(
     db: Database,
     settings: Settings,
@@ -136,8 +163,12 @@ def index_vault(
     wait_for_lock: bool = True,
     allow_full: bool = True,
     embed_limit: int | None = None,
+    force: bool = False,
 ) -> IndexReport:
     """Bring the index in line with the vault. Returns what was done.
+
+    Without ``force`` it refuses to replace another vault's index, or to drop most of the
+    notes at once (an unmounted or moved vault looks empty): it says so in ``errors``.
 
     ``allow_full=False`` and ``embed_limit`` bound the work for the freshness pass that
     runs before a search: it never turns into a full rebuild or a long embedding backlog.
@@ -161,7 +192,7 @@ def index_vault(
                 if stop is not None:
                     flag.event = stop
                 _run(db, settings, vault, report, embedder, embed_error, full, progress, halt,
-                     allow_full, embed_limit)  # fmt: skip
+                     allow_full, embed_limit, force)  # fmt: skip
         finally:
             lock_conn.execute("SELECT pg_advisory_unlock(%s)", (INDEX_LOCK_KEY,))
             lock_conn.autocommit = False
@@ -181,6 +212,7 @@ def _run(
     halt: threading.Event,
     allow_full: bool = True,
     embed_limit: int | None = None,
+    force: bool = False,
 ) -> None:
     clock = time.perf_counter()
 
@@ -201,6 +233,7 @@ def _run(
     with db.connection() as conn:
         states = store.load_doc_states(conn)
         version = store.get_meta(conn, "pipeline_version")
+        last = store.get_meta(conn, "last_index")
         conn.commit()
     if version != PIPELINE_VERSION and states:
         if not allow_full:
@@ -211,6 +244,12 @@ def _run(
 
     on_disk = {f.path: f for f in scan.files}
     deleted = sorted(set(states) - set(on_disk))
+    indexed_vault = last.get("vault") if isinstance(last, dict) else None
+    refusal = None if force else wipe_refusal(vault, indexed_vault, len(states), len(deleted))
+    if refusal:
+        report.errors.append(refusal)
+        report.refused = refusal
+        return
     jobs: list[PrepareJob] = []
     for info in scan.files:
         old = states.get(info.path)
