@@ -156,6 +156,14 @@ def current_revision(url: str) -> str | None:
 
 def open_database(database_url: str | None, home: Path, *, migrate: bool = True) -> Database:
     """Resolve the URL (starting the embedded server if needed), migrate, and open a pool."""
+    if database_url:
+        try:
+            psycopg.conninfo.conninfo_to_dict(database_url)
+        except psycopg.ProgrammingError as exc:
+            raise DatabaseError(
+                f"DATABASE_URL is not a libpq URL or key=value string ({str(exc).strip()}); "
+                "e.g. postgresql://user:password@127.0.0.1:5432/retriever"
+            ) from exc
     url = resolve_url(database_url, home)
     if migrate:
         from retriever.migrate import head_revision

@@ -1,5 +1,6 @@
 """An index is never replaced silently: not by another vault, not by a vault that looks
-empty or lost most of its notes at once (unmounted, moved). ``--force`` does it."""
+empty or lost most of its notes at once (unmounted, moved); `--force` does it. And a
+malformed DATABASE_URL is one clear line, never a traceback."""
 
 from __future__ import annotations
 
@@ -72,3 +73,16 @@ def test_cli_refuses_with_one_line_and_exit_2(tmp_path: Path, db_url: str) -> No
     forced = subprocess.run([retriever_exe(), "index", str(b), "--force", "--json"], env=env,
                             capture_output=True, text=True, check=False)  # fmt: skip
     assert forced.returncode in (0, 1) and json.loads(forced.stdout)["files_deleted"] == 12
+
+
+def test_a_malformed_database_url_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    vault = _vault(tmp_path / "v", 2)
+    env = {"DATABASE_URL": "not a url at all", "RETRIEVER_HOME": str(tmp_path / "home"),
+           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin"}  # fmt: skip
+    for args in (["index", str(vault)], ["status", str(vault)],
+                 ["search", "--vault", str(vault), "topic"]):  # fmt: skip
+        done = subprocess.run([retriever_exe(), *args, "--json"], env=env, capture_output=True,
+                              text=True, check=False)  # fmt: skip
+        assert done.returncode == 2, args
+        assert "DATABASE_URL is not a libpq URL" in json.loads(done.stdout)["error"]
+        assert "Traceback" not in done.stderr
