@@ -609,14 +609,34 @@ def mcp(
     except FileNotFoundError as exc:
         _fail(str(exc), False)
         return
+    busy = f"port {port} on {host} is in use: choose another with --port"
+    if http and not _port_free(host, port):  # before printing a URL that would not answer
+        api.close()
+        _fail(busy, False)
     if print_config:
         _print_client_config(api, http=http, host=host, port=port, token=token)
     try:
         serve(api, http=http, host=host, port=port, token=token or None)
     except RemoteBindError as exc:
         _fail(str(exc), False)
+    except SystemExit as exc:  # uvicorn exits 3 when it cannot bind (taken in between)
+        if http and exc.code == 3:
+            _fail(busy, False)
+        raise
     finally:
         api.close()
+
+
+def _port_free(host: str, port: int) -> bool:
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def _print_client_config(api: Any, *, http: bool, host: str, port: int, token: str | None) -> None:

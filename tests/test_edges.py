@@ -283,3 +283,24 @@ def test_model_card_note_is_not_printed_twice(
     done = _run(["index", str(small_vault)], env)
     assert done.returncode == 0, done.stderr
     assert "Repo card metadata block was not found" not in done.stderr
+
+
+def test_a_busy_mcp_port_fails_before_any_url_is_printed(tmp_path: Path, db_url: str) -> None:
+    import socket
+
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "a.md").write_text("# A\n\ntext\n", "utf-8")
+    env = {"DATABASE_URL": db_url, "RETRIEVER_HOME": str(tmp_path / "home"),
+           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin"}  # fmt: skip
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [retriever_exe(), "mcp", str(vault), "--http", "--port", str(port), "--print-config"],
+            env=env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    assert done.returncode == 2
+    assert f"port {port} on 127.0.0.1 is in use" in done.stderr
+    assert "/mcp" not in done.stdout + done.stderr.replace("--port", "")
