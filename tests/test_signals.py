@@ -1,0 +1,86 @@
+"""The embedded PostgreSQL a long-running command started always stops: on SIGTERM, SIGHUP
+and SIGINT, and even after an earlier user of it was killed without a word (kill -9)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import retriever_exe
+
+
+def _postmaster(home: Path) -> psutil.Process | None:
+    pidfile = home / "pgdata" / "postmaster.pid"
+    try:
+        pid = int(pidfile.read_text().split()[0])
+        proc = psutil.Process(pid)
+        return proc if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE else None
+    except (OSError, ValueError, IndexError, psutil.Error):
+        return None
+
+
+def _start_watch(home: Path, vault: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "RETRIEVER_HOME": str(home), "RETRIEVER_EMBED_MODEL": "none"}
+    env.pop("DATABASE_URL", None)
+    env.pop("RETRIEVER_DATABASE_URL", None)
+    proc = subprocess.Popen([retriever_exe(), "watch", str(vault)], env=env, text=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + 120
+    handles = home / "pgdata" / ".handle_pids.json"
+    while time.monotonic() < deadline:  # up when the server runs and lists this process
+        if (
+            _postmaster(home)
+            and handles.exists()
+            and proc.pid in json.loads(handles.read_text() or "[]")
+        ):
+            return proc
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("the embedded server did not come up")
+
+
+def _wait_gone(home: Path, seconds: float = 30) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if _postmaster(home) is None:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("sig-home")
+
+
+@pytest.fixture(scope="module")
+def vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("sig-vault")
+    (root / "note.md").write_text("# Note\n\nsome text\n", "utf-8")
+    return root
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_the_embedded_server_stops_with_the_command(home: Path, vault: Path, sig: int) -> None:
+    proc = _start_watch(home, vault)
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    assert _wait_gone(home), f"postgres still running after {signal.Signals(sig).name}"
+
+
+def test_a_user_killed_with_kill_9_does_not_keep_the_server_alive(home: Path, vault: Path) -> None:
+    first = _start_watch(home, vault)
+    first.kill()  # no exit handlers run: its pid stays in the wheel's list of users
+    first.wait(timeout=30)
+    second = _start_watch(home, vault)  # joins (or restarts) the server, forgets the dead
+    second.send_signal(signal.SIGTERM)
+    second.wait(timeout=60)
+    assert _wait_gone(home), "a dead user's stale pid kept postgres running"
