@@ -238,7 +238,9 @@ def status(vault: VaultArg = None, vault_opt: VaultOpt = None, as_json: JsonOpt 
             f"model     {st.model}"
             + (f"  [yellow]({st.model_error})[/yellow]" if st.model_error else "")
         )
-        out.print(f"ranking   {describe_calibration(st.calibration)}", highlight=False)
+        out.print(
+            f"ranking   {describe_calibration(st.calibration)}", highlight=False, soft_wrap=True
+        )
     api.close()
     raise typer.Exit(EXIT_DEGRADED if degraded else EXIT_OK)
 
