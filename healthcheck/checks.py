@@ -234,7 +234,7 @@ def database_url(app: Retriever) -> str:
     pool = getattr(app, "_db", None)  # already open (MCP server, tests): same database
     if pool is not None:
         return str(pool.url)
-    return resolve_url(app.settings.database_url, app.settings.home)
+    return resolve_url(app.settings.database_url, app.settings.home, app.settings.resolved_vault())
 
 
 def _connect(app: Retriever, timeout: float) -> tuple[psycopg.Connection | None, Check]:

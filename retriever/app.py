@@ -72,7 +72,8 @@ class Retriever:
     def db(self) -> Database:
         with self._lock:
             if self._db is None:
-                self._db = open_database(self.settings.database_url, self.settings.home)
+                self._db = open_database(self.settings.database_url, self.settings.home,
+                                         vault=self.settings.resolved_vault())  # fmt: skip
             return self._db
 
     def embedder(self, *, retry: bool = False) -> tuple[Embedder | None, str | None]:

@@ -733,7 +733,7 @@ def db_upgrade(as_json: JsonOpt = False) -> None:
 
     settings = settings_from()
     try:
-        url = resolve_url(settings.database_url, settings.home)
+        url = resolve_url(settings.database_url, settings.home, settings.resolved_vault())
         revision = upgrade(url)
     except (DatabaseError, Exception) as exc:
         _fail(f"migration failed: {type(exc).__name__}: {exc}", as_json)

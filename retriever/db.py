@@ -8,6 +8,7 @@ servers) share one server; the last one to exit stops it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -94,10 +95,39 @@ def _tune_embedded(uri: str) -> None:
         log.info("could not tune the embedded server: %s", exc)
 
 
-def resolve_url(database_url: str | None, home: Path) -> str:
+def resolve_url(database_url: str | None, home: Path, vault: Path | None = None) -> str:
+    """DATABASE_URL as given; else the embedded server, with one database per vault (so a
+    second vault never replaces the first one's index)."""
     if database_url:
         return database_url
-    return start_embedded(home)
+    uri = start_embedded(home)
+    return uri if vault is None else vault_database(uri, vault)
+
+
+def vault_database(server_uri: str, vault: Path) -> str:
+    """The URI of ``vault``'s own database on the embedded server, created on first use.
+    An index made before databases were per vault (in ``postgres``) is kept for its vault."""
+    name = "vault_" + hashlib.sha1(str(vault).encode("utf-8")).hexdigest()[:16]
+    with psycopg.connect(server_uri, autocommit=True) as conn:
+        if _holds_index_of(conn, vault):
+            return server_uri
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            try:
+                conn.execute(f'CREATE DATABASE "{name}"')
+            except psycopg.errors.DuplicateDatabase:
+                pass  # another process created it in between
+    info = psycopg.conninfo.conninfo_to_dict(server_uri)
+    info["dbname"] = name
+    return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
+
+
+def _holds_index_of(conn: psycopg.Connection, vault: Path) -> bool:
+    row = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
+    if not row or not row[0]:
+        return False
+    found = conn.execute("SELECT value->>'vault' FROM meta WHERE key = 'last_index'").fetchone()
+    return bool(found) and found[0] == str(vault)
 
 
 def describe_url(url: str) -> str:
@@ -177,7 +207,9 @@ def current_revision(url: str) -> str | None:
         return row[0] if row else None
 
 
-def open_database(database_url: str | None, home: Path, *, migrate: bool = True) -> Database:
+def open_database(
+    database_url: str | None, home: Path, *, vault: Path | None = None, migrate: bool = True
+) -> Database:
     """Resolve the URL (starting the embedded server if needed), migrate, and open a pool."""
     if database_url:
         try:
@@ -187,7 +219,7 @@ def open_database(database_url: str | None, home: Path, *, migrate: bool = True)
                 f"DATABASE_URL is not a libpq URL or key=value string ({str(exc).strip()}); "
                 "e.g. postgresql://user:password@127.0.0.1:5432/retriever"
             ) from exc
-    url = resolve_url(database_url, home)
+    url = resolve_url(database_url, home, vault)
     if migrate:
         from retriever.migrate import head_revision
 

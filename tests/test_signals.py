@@ -84,3 +84,30 @@ def test_a_user_killed_with_kill_9_does_not_keep_the_server_alive(home: Path, va
     second.send_signal(signal.SIGTERM)
     second.wait(timeout=60)
     assert _wait_gone(home), "a dead user's stale pid kept postgres running"
+
+
+def test_two_vaults_keep_two_indexes_on_the_embedded_server(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {**os.environ, "RETRIEVER_HOME": str(home), "RETRIEVER_EMBED_MODEL": "none"}
+    env.pop("DATABASE_URL", None)
+    env.pop("RETRIEVER_DATABASE_URL", None)
+    vaults = {}
+    for name, word in (("a", "sourdough"), ("b", "telescope")):
+        vaults[name] = tmp_path / name
+        vaults[name].mkdir()
+        (vaults[name] / f"{word}.md").write_text(f"# {word}\n\nall about the {word}\n", "utf-8")
+
+    def run(*args: str) -> dict[str, object]:
+        done = subprocess.run([retriever_exe(), *args, "--json"], env=env, capture_output=True,
+                              text=True, timeout=180, check=False)  # fmt: skip
+        assert done.returncode in (0, 1), done.stdout + done.stderr
+        return json.loads(done.stdout)
+
+    assert run("index", str(vaults["a"]))["files_changed"] == 1
+    assert run("index", str(vaults["b"]))["files_changed"] == 1  # not refused, not a wipe
+    assert run("index", str(vaults["a"]))["files_changed"] == 0  # a's index is still there
+    found = run("search", "--vault", str(vaults["a"]), "sourdough", "--mode", "lexical")
+    assert [h["path"] for h in found["hits"]] == ["sourdough.md"]  # type: ignore[index]
+    other = run("search", "--vault", str(vaults["b"]), "sourdough", "--mode", "lexical")
+    assert other["hits"] == []
+    assert _wait_gone(home)
