@@ -478,7 +478,11 @@ def _ranking_check(
                      "run `retriever calibrate` once the vault has 30 notes or more",
                      ms=timer.ms)  # fmt: skip
     rates = info.get("absence_report") or {}
-    detail = (f"calibrated {str(info['created_at'])[:10]}: {info['ranking']}, "
+    chosen = not str(info.get("ranking_source") or "").startswith("default")
+    what = (
+        "calibrated" if chosen else "default ranking (too few pseudo-queries), absence calibrated"
+    )
+    detail = (f"{what} {str(info['created_at'])[:10]}: {info['ranking']}, "
               f"pseudo-query nDCG@10 {info['ndcg_report']:.3f}")  # fmt: skip
     if rates:
         detail += (f"; absence flags {rates['absent_flagged']:.0%} of left-out,"
