@@ -49,6 +49,7 @@ class Status:
     last_index: dict[str, Any] | None = None
     stored_models: list[str] = field(default_factory=list)
     calibration: dict[str, Any] = field(default_factory=dict)
+    vaults: list[dict[str, Any]] = field(default_factory=list)  # every vault on this server
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
@@ -306,7 +307,20 @@ class Retriever:
             last_index=last if isinstance(last, dict) else None,
             stored_models=models,
             calibration=calibration_store.summary(self.calibration()),
+            vaults=self._indexed_vaults(),
         )
+
+    def _indexed_vaults(self) -> list[dict[str, Any]]:
+        """The vaults the embedded server holds (with DATABASE_URL: this one only)."""
+        if self.settings.database_url:
+            return []
+        from retriever.db import indexed_vaults, start_embedded
+
+        try:
+            return indexed_vaults(start_embedded(self.settings.home))
+        except psycopg.Error as exc:
+            log.info("could not list the indexed vaults: %s", exc)
+            return []
 
     def gc(self) -> dict[str, int]:
         embedder, _ = self.embedder()

@@ -241,6 +241,9 @@ def status(vault: VaultArg = None, vault_opt: VaultOpt = None, as_json: JsonOpt 
         out.print(
             f"ranking   {describe_calibration(st.calibration)}", highlight=False, soft_wrap=True
         )
+        others = [f"{v['vault']} ({v['notes']} notes)" for v in st.vaults if v["vault"] != st.vault]
+        if others:
+            out.print("also here " + ", ".join(others), highlight=False, soft_wrap=True)
     api.close()
     raise typer.Exit(EXIT_DEGRADED if degraded else EXIT_OK)
 

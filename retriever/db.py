@@ -122,6 +122,28 @@ def vault_database(server_uri: str, vault: Path) -> str:
     return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
 
 
+def indexed_vaults(server_uri: str) -> list[dict[str, object]]:
+    """Every vault indexed on this server: its path, notes and last index time."""
+    info = psycopg.conninfo.conninfo_to_dict(server_uri)
+    with psycopg.connect(server_uri, autocommit=True) as conn:
+        names = [r[0] for r in conn.execute(
+            "SELECT datname FROM pg_database WHERE datname = %s OR datname LIKE 'vault\\_%%'"
+            " ORDER BY datname", (info.get("dbname") or "postgres",)
+        )]  # fmt: skip
+    found: list[dict[str, object]] = []
+    for name in names:
+        with psycopg.connect(psycopg.conninfo.make_conninfo(**{**info, "dbname": name}),  # type: ignore[arg-type]
+                             autocommit=True) as conn:  # fmt: skip
+            if not conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()[0]:  # type: ignore[index]
+                continue
+            last = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()
+            notes = conn.execute("SELECT count(*) FROM documents").fetchone()
+            if last and isinstance(last[0], dict) and last[0].get("vault"):
+                found.append({"vault": last[0]["vault"], "notes": int(notes[0]) if notes else 0,
+                              "indexed_at": last[0].get("at"), "database": name})  # fmt: skip
+    return sorted(found, key=lambda v: str(v["vault"]))
+
+
 def _holds_index_of(conn: psycopg.Connection, vault: Path) -> bool:
     row = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
     if not row or not row[0]:

@@ -110,4 +110,9 @@ def test_two_vaults_keep_two_indexes_on_the_embedded_server(tmp_path: Path) -> N
     assert [h["path"] for h in found["hits"]] == ["sourdough.md"]  # type: ignore[index]
     other = run("search", "--vault", str(vaults["b"]), "sourdough", "--mode", "lexical")
     assert other["hits"] == []
+    listed = run("status", str(vaults["a"]))["vaults"]
+    assert [(v["vault"], v["notes"]) for v in listed] == [  # type: ignore[union-attr]
+        (str(vaults["a"].resolve()), 1),
+        (str(vaults["b"].resolve()), 1),
+    ]
     assert _wait_gone(home)
