@@ -8,8 +8,6 @@ from typing import TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
-FUSIONS = ("rrf", "rrf30", "interleave", "linear")
-
 
 @dataclass(frozen=True, slots=True)
 class RankedList:

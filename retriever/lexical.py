@@ -176,8 +176,8 @@ def idf(n: float, df: float) -> float:
 # --- BM25 in Postgres -----------------------------------------------------------------
 
 _SCORE_SQL = """
-SELECT t.{key} AS key, s.score
-FROM {table} t
+SELECT t.id AS key, s.score
+FROM chunks t
 CROSS JOIN LATERAL (
     SELECT sum(q.w * x.tf * (%(k1)s + 1) / (x.tf + %(k1)s * (1 - %(b)s + %(b)s * t.len / %(avg)s)))
            AS score
@@ -186,28 +186,7 @@ CROSS JOIN LATERAL (
     WHERE x.tf IS NOT NULL
 ) s
 WHERE t.terms && %(essential)s::int[] {extra}
-ORDER BY s.score DESC, t.{key}
-LIMIT %(limit)s
-"""
-
-
-# Document-level BM25: a note is the concatenation of its chunks, so its term frequencies
-# and length are sums over them (no second copy of the lexical data is stored).
-_DOC_SCORE_SQL = """
-WITH q(term, w) AS (SELECT * FROM unnest(%(terms)s::int[], %(weights)s::float8[])),
-cand AS (SELECT DISTINCT t.doc_id FROM chunks t WHERE t.terms && %(essential)s::int[] {extra}),
-tf AS (
-    SELECT c.doc_id, q.w, sum(c.tfs[array_position(c.terms, q.term)]) AS tf
-    FROM chunks c JOIN cand USING (doc_id) JOIN q ON q.term = ANY(c.terms)
-    GROUP BY c.doc_id, q.term, q.w
-),
-dl AS (SELECT c.doc_id, sum(c.len) AS len FROM chunks c JOIN cand USING (doc_id) GROUP BY 1)
-SELECT tf.doc_id AS key,
-       sum(tf.w * tf.tf * (%(k1)s + 1) / (tf.tf + %(k1)s * (1 - %(b)s + %(b)s * dl.len / %(avg)s)))
-       AS score
-FROM tf JOIN dl USING (doc_id)
-GROUP BY tf.doc_id
-ORDER BY score DESC, key
+ORDER BY s.score DESC, t.id
 LIMIT %(limit)s
 """
 
@@ -218,37 +197,17 @@ class BM25Params:
     b: float = 0.75
 
 
-@dataclass(frozen=True, slots=True)
-class QueryStats:
-    terms: list[str]
-    weights: list[float]  # idf * query term frequency
-    n: float
-    avg_len: float
-
-
-def collection_stats(
-    conn: psycopg.Connection, terms: Sequence[str], *, level: str = "chunk"
-) -> tuple[float, float, dict[str, int]]:
-    """(N, average length, df per term) for chunk- or document-level BM25."""
-    n, avg, found = _stats(conn, terms, level)
-    return n, avg, {t: df for t, (_, df) in found.items()}
-
-
 def _stats(
-    conn: psycopg.Connection, terms: Sequence[str], level: str
+    conn: psycopg.Connection, terms: Sequence[str]
 ) -> tuple[float, float, dict[str, tuple[int, int]]]:
-    """(N, average length, term -> (lexicon id, df))."""
-    row = conn.execute(
-        "SELECT n_chunks, sum_len, n_docs, sum_doc_len FROM lex_stats WHERE id = 1"
-    ).fetchone()
+    """(N chunks, average chunk length, term -> (lexicon id, df))."""
+    row = conn.execute("SELECT n_chunks, sum_len FROM lex_stats WHERE id = 1").fetchone()
     assert row is not None
-    n, total = (row[0], row[1]) if level == "chunk" else (row[2], row[3])
-    column = "df" if level == "chunk" else "ddf"
+    n, total = row
     found = {
         r[0]: (int(r[1]), int(r[2]))
         for r in conn.execute(
-            f"SELECT term, id, {column} FROM lexicon WHERE term = ANY(%s) AND {column} > 0",
-            (list(terms),),
+            "SELECT term, id, df FROM lexicon WHERE term = ANY(%s) AND df > 0", (list(terms),)
         ).fetchall()
     }
     avg = (total / n) if n else 1.0
@@ -271,14 +230,12 @@ def bm25_search(
     *,
     limit: int,
     params: BM25Params = BM25Params(),
-    level: str = "chunk",
     extra_sql: str = "",
     extra_params: dict[str, object] | None = None,
     candidate_cap: int = 4000,
     widen_cap: int = 8_000,
 ) -> list[tuple[int, float]]:
-    """Exact top-``limit`` Okapi BM25 over chunks (or documents: ``level="document"``
-    returns document ids), scored in SQL.
+    """Exact top-``limit`` Okapi BM25 over chunks, scored in SQL.
 
     MaxScore-style pruning keeps it fast without changing the answer: candidates first come
     only from the rarer ("essential") terms; if the best ``limit`` scores found that way
@@ -286,7 +243,7 @@ def bm25_search(
     """
     if not query or limit <= 0:
         return []
-    n, avg, found = _stats(conn, list(query), level)
+    n, avg, found = _stats(conn, list(query))
     dfs = {t: df for t, (_, df) in found.items()}
     present = [t for t in query if t in dfs]
     if not present or n == 0:
@@ -295,10 +252,7 @@ def bm25_search(
     ordered = sorted(present, key=lambda t: (dfs[t], t))  # rarest first
     bound = {t: weights[t] * (params.k1 + 1) for t in present}  # max contribution of a term
 
-    if level == "chunk":
-        sql = _SCORE_SQL.format(table="chunks", key="id", extra=extra_sql)
-    else:
-        sql = _DOC_SCORE_SQL.format(extra=extra_sql)
+    sql = _SCORE_SQL.format(extra=extra_sql)
     base = {
         "k1": params.k1,
         "b": params.b,

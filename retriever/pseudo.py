@@ -32,7 +32,6 @@ KIND_SHARES = (("title", 0.15), ("heading", 0.25), ("anchor", 0.35), ("span", 0.
 # Chance that a span's content word is dropped, by rarity tercile (rarest first): a
 # question rarely repeats the passage's most specific words; it keeps the common ones.
 DROP_BY_RARITY = (0.85, 0.5, 0.2)
-HIDE_SPAN = True
 ANCHOR_DROP_BY_RARITY = (0.5, 0.25, 0.1)  # anchors are other words already: thin them less
 MIN_KEPT, MAX_KEPT = 3, 12  # content words a span query keeps
 MAX_PER_NOTE = 3
@@ -284,5 +283,5 @@ def _span(
         return None
     text = " ".join(thinned[0]).strip(" ,;:()[]\"'")
     # A note of one passage cannot be found without it: its span stays visible.
-    hide = section.chunk if HIDE_SPAN and len(note.sections) > 1 else None
+    hide = section.chunk if len(note.sections) > 1 else None
     return (text, hide) if text else None

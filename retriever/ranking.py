@@ -14,10 +14,9 @@ from typing import Any, Literal
 from retriever.fuse import RankedList, interleave, linear, rrf
 
 Method = Literal["linear", "rrf", "interleave", "lexical", "semantic"]
-METHODS: tuple[Method, ...] = ("linear", "rrf", "interleave", "lexical", "semantic")
 GRAPH_SEEDS = 10  # best hits whose notes seed the walk
 GRAPH_NEIGHBOURS = 10  # neighbour notes the walk may lift
-GRAPH_SCALE = 0.25
+GRAPH_SCALE = 0.25  # the first neighbour gains this share of the top score per unit weight
 GRAPH_ON_WEIGHT = 0.5  # the walk's weight when asked for but calibrated off
 # A note whose second-best passage also matches gains this share of that passage's score
 # (score-based fusions only: RRF and interleave scores are ranks). A note that answers
@@ -25,7 +24,7 @@ GRAPH_ON_WEIGHT = 0.5  # the walk's weight when asked for but calibrated off
 # the second passage keeps a hub that mentions everything from adding up every mention.
 # Development sets, both models: +0.02/+0.03 nDCG@10 on Dendron, +0.005/+0.009 on the
 # test vault, no change where notes are one passage (Cranfield, CISI).
-SECOND_PASSAGE = 0.3  # the first neighbour gains this share of the top score per unit weight
+SECOND_PASSAGE = 0.3
 
 Walk = Callable[[Mapping[int, float]], list[int]]  # seed doc weights -> neighbour docs
 

@@ -15,7 +15,6 @@ only names count, never body text.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -60,7 +59,6 @@ class TitleIndex:
     names: list[tuple[int, frozenset[str]]] = field(default_factory=list)  # (doc, words)
     postings: dict[str, list[int]] = field(default_factory=dict)  # word -> name indexes
     fuzzy: dict[str, set[str]] = field(default_factory=dict)  # deletion -> words
-    idf: dict[str, float] = field(default_factory=dict)  # over names: seeds candidates
     passage_idf: dict[str, float] = field(default_factory=dict)  # over passages: weighs
     max_idf: float = 1.0  # a word the passages never hold
     n_docs: int = 0
@@ -69,7 +67,6 @@ class TitleIndex:
     def build(cls, docs: Iterable[tuple[int, str, str, Iterable[str]]]) -> TitleIndex:
         """From (doc id, path, title, aliases) rows."""
         index = cls()
-        doc_words: dict[str, set[int]] = defaultdict(set)
         postings: dict[str, list[int]] = defaultdict(list)
         for doc_id, path, title, aliases in docs:
             index.n_docs += 1
@@ -80,11 +77,8 @@ class TitleIndex:
                     continue
                 for word in words:
                     postings[word].append(len(index.names))
-                    doc_words[word].add(doc_id)
                 index.names.append((doc_id, words))
         index.postings = dict(postings)
-        n = max(index.n_docs, 1)
-        index.idf = {w: math.log(1 + n / len(ds)) for w, ds in doc_words.items()}
         fuzzy: dict[str, set[str]] = defaultdict(set)
         for word in index.postings:
             if len(word) >= MIN_FUZZY_LEN and word.isalpha():
