@@ -85,14 +85,14 @@ def main() -> None:
         split = {
             s: [i for i, q in enumerate(queries) if q.split == s] for s in ("choose", "report")
         }
-        chooser = cal.Chooser(bench, split["choose"], split["report"], {})
+        chooser = cal.Chooser(bench, split["choose"], split["report"])
         chosen = cal.corrected(cal.choose_ranking(chooser, hybrid=model is not None))
         real_arms, grades = real_scores(app, conn, cases)
 
         def real(r: Ranking) -> float:
             out = []
             for arms_i, g in zip(real_arms, grades, strict=True):
-                copy = cal._copy(arms_i)
+                copy = arms_i.copy()
                 scores, _ = fuse(copy, r, first_chunk=searcher.titles.first_chunk, walk=walk)
                 out.append(_ndcg(ranked_docs(scores, copy.doc_of), g))
             return float(np.mean(out))

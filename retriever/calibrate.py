@@ -7,9 +7,9 @@
    note. Coordinate ascent over the fusion method and its weights, the title weight, the
    graph weight and the identifier lean; a simpler choice wins when the difference is
    within the noise of the paired per-query differences.
-3. Absence: the same queries with their note left out show what the signals look like
-   when the answer is not there; a logistic model separates the two, its threshold set so
-   that at most ``absent_false_rate`` of answerable queries are flagged.
+3. Absence: the model-dependent threshold (best cosine, or the BM25 lead without a model)
+   is a quantile of what answerable pseudo-queries reach; both rates are reported on the
+   held-back half, with each query's note there and left out.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -96,17 +97,12 @@ class Workbench:
     def ndcg(self, ranking: Ranking, which: Sequence[int]) -> np.ndarray:
         out = np.zeros(len(which))
         for n, i in enumerate(which):
-            arms = _copy(self.arms[i])
+            arms = self.arms[i].copy()
             scores, _ = fuse(arms, ranking, first_chunk=self.first_chunk, walk=self.walk)
             docs = ranked_docs(scores, arms.doc_of)[:10]
             target = self.queries[i].doc
             out[n] = 1.0 / math.log2(docs.index(target) + 2) if target in docs else 0.0
         return out
-
-
-def _copy(arms: Arms) -> Arms:
-    # fuse() records the chunks it adds for titles and links: keep the originals clean.
-    return Arms(arms.lexical, arms.semantic, arms.title, dict(arms.doc_of), arms.identifier)
 
 
 # --- loading ---------------------------------------------------------------------------
@@ -232,39 +228,47 @@ def run_arms(
 
 @dataclass(slots=True)
 class Chooser:
-    """Scores candidates on the choose half (memoised) and picks with a simplicity bias."""
+    """Scores candidates on both halves (memoised) and picks with a simplicity bias."""
 
     bench: Workbench
     choose: list[int]
     report: list[int]
-    seen: dict[Ranking, np.ndarray]
+    seen: dict[Ranking, np.ndarray] = field(default_factory=dict)
+    reported: dict[Ranking, float] = field(default_factory=dict)
 
     def score(self, ranking: Ranking) -> np.ndarray:
         if ranking not in self.seen:
             self.seen[ranking] = self.bench.ndcg(ranking, self.choose)
         return self.seen[ranking]
 
+    def report_score(self, ranking: Ranking) -> float:
+        if ranking not in self.reported:
+            self.reported[ranking] = float(self.bench.ndcg(ranking, self.report).mean())
+        return self.reported[ranking]
+
+    def lead(self, challenger: Ranking, incumbent: Ranking) -> tuple[float, float]:
+        """Mean paired nDCG difference and its standard error."""
+        diff = self.score(challenger) - self.score(incumbent)
+        noise = float(diff.std(ddof=1)) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
+        return float(diff.mean()), noise
+
     def pick(self, candidates: Sequence[Ranking]) -> Ranking:
         """The first candidate (they come simplest first) whose mean nDCG is within the
-        noise of the best: half the standard error of the paired differences."""
+        noise of the best: NOISE_SE standard errors of the paired differences."""
         best = max(candidates, key=lambda r: (float(self.score(r).mean()), -candidates.index(r)))
         for ranking in candidates:
-            diff = self.score(best) - self.score(ranking)
-            noise = float(diff.std(ddof=1)) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
-            if float(diff.mean()) <= max(NOISE_FLOOR, NOISE_SE * noise):
+            behind, noise = self.lead(best, ranking)
+            if behind <= max(NOISE_FLOOR, NOISE_SE * noise):
                 return ranking
         return best
 
     def clearly_better(self, challenger: Ranking, incumbent: Ranking) -> bool:
-        diff = self.score(challenger) - self.score(incumbent)
-        noise = float(diff.std(ddof=1)) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
-        return float(diff.mean()) > max(NOISE_FLOOR, CLEAR_WIN * noise)
+        ahead, noise = self.lead(challenger, incumbent)
+        return ahead > max(NOISE_FLOOR, CLEAR_WIN * noise)
 
     def table(self) -> list[dict[str, Any]]:
-        rows = []
-        for ranking, scores in self.seen.items():
-            rows.append({"ranking": ranking.label(), "choose": round(float(scores.mean()), 4),
-                         "report": round(float(self.bench.ndcg(ranking, self.report).mean()), 4)})  # fmt: skip
+        rows = [{"ranking": r.label(), "choose": round(float(s.mean()), 4),
+                 "report": round(self.report_score(r), 4)} for r, s in self.seen.items()]  # fmt: skip
         return sorted(rows, key=lambda r: -r["choose"])
 
 
@@ -314,7 +318,7 @@ def absence_signals(
     found: list[bool] = []
     for i in which:
         target = bench.queries[i].doc
-        for arms in (_copy(bench.arms[i]), bench.arms[i].without_doc(target)):
+        for arms in (bench.arms[i].copy(), bench.arms[i].without_doc(target)):
             scores, _ = fuse(arms, ranking, first_chunk=bench.first_chunk, walk=bench.walk)
             top = min(scores, key=lambda c: (-scores[c], c)) if scores else None
             if len(cases) % 2 == 0:
@@ -381,7 +385,7 @@ def _summary(chooser: Chooser, pseudo_best: Ranking, ranking: Ranking) -> dict[s
         "label": ranking.label(),
         "pseudo_best": pseudo_best.label(),
         "ndcg_choose": round(float(chooser.score(ranking).mean()), 4),
-        "ndcg_report": round(float(chooser.bench.ndcg(ranking, chooser.report).mean()), 4),
+        "ndcg_report": round(chooser.report_score(ranking), 4),
         "candidates": chooser.table(),
     }
 
@@ -417,14 +421,14 @@ def calibrate(
     split = {s: [i for i, q in enumerate(queries) if q.split == s] for s in ("choose", "report")}
     gathered = time.perf_counter() - started
     lexical = Chooser(Workbench(queries, [_lexical_only(a) for a in arms],
-                                searcher.titles.first_chunk, walk), split["choose"], split["report"], {})  # fmt: skip
+                                searcher.titles.first_chunk, walk), split["choose"], split["report"])  # fmt: skip
     lex_ranking = DEFAULT_RANKING if few else choose_ranking(lexical, hybrid=False)
     limits = {"coverage": absent_coverage, "quantile": absent_quantile}
     lex_absence = fit_absence(conn, lexical, lex_ranking, semantic=False, **limits)
     generation = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()
     base = {"status": "calibrated", "notes": n_docs, "queries": len(queries),
             "vault_generation": (generation[0] or {}).get("at") if generation else None,
-            "kinds": _count(q.kind for q in queries), "choose": len(split["choose"]),
+            "kinds": dict(Counter(q.kind for q in queries)), "choose": len(split["choose"]),
             "report": len(split["report"]),
             "ranking_source": (f"default: {len(queries)} pseudo-queries are too few to choose "
                                "a ranking (absence thresholds are still calibrated)")
@@ -433,7 +437,7 @@ def calibrate(
                              "absence": _present({"lexical": lex_absence})}}  # fmt: skip
     if model is not None and embedder is not None:
         hybrid = Chooser(Workbench(queries, arms, searcher.titles.first_chunk, walk),
-                         split["choose"], split["report"], {})  # fmt: skip
+                         split["choose"], split["report"])  # fmt: skip
         pseudo_best = DEFAULT_RANKING if few else choose_ranking(hybrid, hybrid=True)
         ranking = DEFAULT_RANKING if few else corrected(pseudo_best)
         results[embedder.fingerprint] = {
@@ -443,11 +447,11 @@ def calibrate(
         }  # fmt: skip
     seconds = round(time.perf_counter() - started, 2)
     stored = [q.to_dict() for q in queries]
-    for key, result in results.items():
+    for row_key, result in results.items():
         result["seconds"] = {"total": seconds, "arms": round(gathered, 2)}
-        save(conn, key, n_docs, stored, result)
+        save(conn, row_key, n_docs, stored, result)
     log.info("calibrated on %d pseudo-queries in %.1fs", len(queries), seconds)
-    return results.get(embedder.fingerprint if embedder and model else LEXICAL_KEY, {})
+    return results[key]
 
 
 def _too_small(conn: psycopg.Connection, key: str, n_docs: int, why: str) -> dict[str, Any]:
@@ -461,10 +465,3 @@ def _too_small(conn: psycopg.Connection, key: str, n_docs: int, why: str) -> dic
 
 def _present(fits: dict[str, Any]) -> dict[str, Any]:
     return {arm: fit for arm, fit in fits.items() if fit is not None}
-
-
-def _count(items: Any) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for item in items:
-        out[item] = out.get(item, 0) + 1
-    return out

@@ -99,24 +99,25 @@ class Arms:
                 out.update(ranked)
         return out
 
+    def copy(self) -> Arms:
+        """A copy whose ``doc_of`` fusion may extend (it records title and graph chunks)."""
+        return Arms(self.lexical, self.semantic, self.title, dict(self.doc_of), self.identifier)
+
     def without_chunk(self, chunk: int) -> Arms:
         """The arms with one passage left out (the inverse-cloze pseudo-queries)."""
-        return Arms(
-            lexical=[{c: s for c, s in r.items() if c != chunk} for r in self.lexical],
-            semantic=[{c: s for c, s in r.items() if c != chunk} for r in self.semantic],
-            title=dict(self.title),
-            doc_of={c: d for c, d in self.doc_of.items() if c != chunk},
-            identifier=self.identifier,
-        )
+        return self._keep(lambda c: c != chunk, dict(self.title))
 
     def without_doc(self, doc: int) -> Arms:
         """The arms as they would be if note ``doc`` did not exist (leave-one-out)."""
-        keep = {c for c, d in self.doc_of.items() if d != doc}
+        title = {d: s for d, s in self.title.items() if d != doc}
+        return self._keep(lambda c: self.doc_of.get(c) != doc, title)
+
+    def _keep(self, keep: Callable[[int], bool], title: dict[int, float]) -> Arms:
         return Arms(
-            lexical=[{c: s for c, s in r.items() if c in keep} for r in self.lexical],
-            semantic=[{c: s for c, s in r.items() if c in keep} for r in self.semantic],
-            title={d: s for d, s in self.title.items() if d != doc},
-            doc_of={c: d for c, d in self.doc_of.items() if c in keep},
+            lexical=[{c: s for c, s in r.items() if keep(c)} for r in self.lexical],
+            semantic=[{c: s for c, s in r.items() if keep(c)} for r in self.semantic],
+            title=title,
+            doc_of={c: d for c, d in self.doc_of.items() if keep(c)},
             identifier=self.identifier,
         )
 

@@ -408,9 +408,10 @@ class Searcher:
 
     def walker(self, conn: psycopg.Connection, scope: Scope) -> Walk:
         """The link-graph walk for fusion: neighbour notes best first, within the filters."""
+        graph = self.graph.get(conn)
 
         def walk(seeds: Mapping[int, float]) -> list[int]:
-            found = list(random_walk_scores(self.graph.get(conn), seeds))[: GRAPH_NEIGHBOURS * 2]
+            found = list(random_walk_scores(graph, seeds))[: GRAPH_NEIGHBOURS * 2]
             if found and scope.where:
                 allowed = set(scope.allowed(conn, found))
                 found = [d for d in found if d in allowed]
