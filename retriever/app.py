@@ -227,11 +227,18 @@ class Retriever:
         return BM25Params(self.settings.bm25_k1, self.settings.bm25_b)
 
     def _ranking_overrides(self, fusion: str | None, graph: bool | None) -> dict[str, object]:
-        """Settings, then this call's flags, over the calibrated ranking."""
+        """The ranking choices set explicitly (settings, then this call's flags), which
+        calibration must not change."""
         for name in (self.settings.fusion, fusion):
             if name is not None and name not in FUSION_CHOICES:
                 raise SearchInputError(f"fusion must be one of {', '.join(FUSION_CHOICES)}")
-        out = self.settings.ranking_overrides()
+        out: dict[str, object] = dict(FUSION_CHOICES[self.settings.fusion])
+        for name in ("semantic_weight", "graph_weight", "title_weight", "rrf_k", "identifier_lean"):
+            value = getattr(self.settings, name)
+            if value is not None:
+                out[name] = value
+        if not self.settings.graph:
+            out["graph_weight"] = 0.0
         out.update(FUSION_CHOICES.get(fusion or "auto", {}))
         if graph is False:
             out["graph_weight"] = 0.0

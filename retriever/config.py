@@ -72,19 +72,6 @@ class Settings(BaseSettings):
     )
     absent_cosine: float = Field(default=0.7, description="... and below this best cosine")
 
-    def ranking_overrides(self) -> dict[str, object]:
-        """The ranking choices set explicitly, which calibration must not change."""
-        from retriever.ranking import FUSION_CHOICES
-
-        out: dict[str, object] = dict(FUSION_CHOICES.get(self.fusion, {}))
-        for name in ("semantic_weight", "graph_weight", "title_weight", "rrf_k", "identifier_lean"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
-        if not self.graph:
-            out["graph_weight"] = 0.0
-        return out
-
     fresh_search: bool = Field(
         default=True, description="Re-index changed files before each search"
     )
