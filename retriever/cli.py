@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -294,27 +295,33 @@ def calibrate(
 
 
 def _print_calibration(result: dict[str, Any]) -> None:
+    say = partial(out.print, highlight=False, soft_wrap=True)  # tables must not wrap
     status = result.get("status")
     if status == "current":
-        out.print("calibration is current (nothing changed since)")
+        say("calibration is current (nothing changed since)")
         return
     if status != "calibrated":
         err.print(f"[yellow]⚠[/yellow] {result.get('message')}")
         return
-    out.print(f"{result['queries']} pseudo-queries {result['kinds']}, "
-              f"{result['choose']} to choose on, {result['report']} to report on "
-              f"({result['seconds']['total']:.1f} s)")  # fmt: skip
-    out.print(f"chosen: {result['label']}  nDCG@10 choose {result['ndcg_choose']:.3f}"
-              f"  report {result['ndcg_report']:.3f}", highlight=False)  # fmt: skip
-    out.print(f"{'candidate':<44}{'choose':>8}{'report':>8}")
+    say(
+        f"{result['queries']} pseudo-queries {result['kinds']}, {result['choose']} to choose "
+        f"on, {result['report']} to report on ({result['seconds']['total']:.1f} s)"
+    )
+    say(
+        f"chosen: {result['label']}  nDCG@10 choose {result['ndcg_choose']:.3f}"
+        f"  report {result['ndcg_report']:.3f}"
+    )
+    if result.get("pseudo_best") != result["label"]:
+        say(f"(pseudo-queries preferred {result['pseudo_best']}; semantic weight corrected)")
+    say(f"{'candidate':<44}{'choose':>8}{'report':>8}")
     for row in result["candidates"]:
-        out.print(
-            f"{row['ranking']:<44}{row['choose']:>8.3f}{row['report']:>8.3f}", highlight=False
-        )
+        say(f"{row['ranking']:<44}{row['choose']:>8.3f}{row['report']:>8.3f}")
     for arm, fit in (result.get("absence") or {}).items():
         rep = fit["report"]
-        out.print(f"absence ({arm}): flags {rep['absent_flagged']:.0%} of left-out queries,"
-                  f" {rep['answerable_flagged']:.0%} of answerable ones (report half)")  # fmt: skip
+        say(
+            f"absence ({arm}): flags {rep['absent_flagged']:.0%} of left-out queries,"
+            f" {rep['answerable_flagged']:.0%} of answerable ones (report half)"
+        )
 
 
 @app.command()
