@@ -484,16 +484,11 @@ def _eval_database(database_url: str | None, name: str) -> str | None:
     """A separate database for an eval corpus, so the user's index is never touched."""
     if not database_url:
         return None  # its own embedded server under RETRIEVER_HOME/eval/<name>
-    import psycopg
+    from retriever.db import ensure_database
 
-    safe = "eval_" + "".join(c if c.isalnum() else "_" for c in name.lower())
-    info = psycopg.conninfo.conninfo_to_dict(database_url)
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (safe,)).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{safe}"')
-    info["dbname"] = safe
-    return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
+    return ensure_database(
+        database_url, "eval_" + "".join(c if c.isalnum() else "_" for c in name.lower())
+    )
 
 
 def _print_eval(report: dict[str, Any]) -> None:

@@ -109,47 +109,55 @@ def vault_database(server_uri: str, vault: Path) -> str:
     An index made before databases were per vault (in ``postgres``) is kept for its vault."""
     name = "vault_" + hashlib.sha1(str(vault).encode("utf-8")).hexdigest()[:16]
     with psycopg.connect(server_uri, autocommit=True) as conn:
-        if _holds_index_of(conn, vault):
+        if _last_vault(conn) == str(vault):
             return server_uri
+    return ensure_database(server_uri, name)
+
+
+def ensure_database(server_uri: str, name: str) -> str:
+    """The URI of database ``name`` on that server, created if missing."""
+    with psycopg.connect(server_uri, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         if not exists:
             try:
                 conn.execute(f'CREATE DATABASE "{name}"')
             except psycopg.errors.DuplicateDatabase:
                 pass  # another process created it in between
-    info = psycopg.conninfo.conninfo_to_dict(server_uri)
-    info["dbname"] = name
+    return with_dbname(server_uri, name)
+
+
+def with_dbname(uri: str, dbname: str) -> str:
+    """The same server and credentials, another database."""
+    info = psycopg.conninfo.conninfo_to_dict(uri)
+    info["dbname"] = dbname
     return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
 
 
 def indexed_vaults(server_uri: str) -> list[dict[str, object]]:
-    """Every vault indexed on this server: its path, notes and last index time."""
-    info = psycopg.conninfo.conninfo_to_dict(server_uri)
+    """Every vault indexed on this server: its path, notes and database."""
+    own = psycopg.conninfo.conninfo_to_dict(server_uri).get("dbname") or "postgres"
     with psycopg.connect(server_uri, autocommit=True) as conn:
         names = [r[0] for r in conn.execute(
             "SELECT datname FROM pg_database WHERE datname = %s OR datname LIKE 'vault\\_%%'"
-            " ORDER BY datname", (info.get("dbname") or "postgres",)
+            " ORDER BY datname", (own,)
         )]  # fmt: skip
     found: list[dict[str, object]] = []
     for name in names:
-        with psycopg.connect(psycopg.conninfo.make_conninfo(**{**info, "dbname": name}),  # type: ignore[arg-type]
-                             autocommit=True) as conn:  # fmt: skip
-            if not conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()[0]:  # type: ignore[index]
-                continue
-            last = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()
-            notes = conn.execute("SELECT count(*) FROM documents").fetchone()
-            if last and isinstance(last[0], dict) and last[0].get("vault"):
-                found.append({"vault": last[0]["vault"], "notes": int(notes[0]) if notes else 0,
-                              "indexed_at": last[0].get("at"), "database": name})  # fmt: skip
+        with psycopg.connect(with_dbname(server_uri, name), autocommit=True) as conn:
+            vault = _last_vault(conn)
+            if vault:
+                row = conn.execute("SELECT count(*) FROM documents").fetchone()
+                found.append({"vault": vault, "notes": int(row[0]) if row else 0, "database": name})
     return sorted(found, key=lambda v: str(v["vault"]))
 
 
-def _holds_index_of(conn: psycopg.Connection, vault: Path) -> bool:
+def _last_vault(conn: psycopg.Connection) -> str | None:
+    """The vault this database last indexed (None: no index here)."""
     row = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
     if not row or not row[0]:
-        return False
+        return None
     found = conn.execute("SELECT value->>'vault' FROM meta WHERE key = 'last_index'").fetchone()
-    return bool(found) and found[0] == str(vault)
+    return found[0] if found else None
 
 
 def describe_url(url: str) -> str:
