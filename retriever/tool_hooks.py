@@ -323,9 +323,9 @@ def _pre_tool(vault: Path | None, event: dict[str, Any]) -> str:
         folder = None
     if is_repeat(folder, event.get("session_id"), key, query):
         return ""
-    from retriever.app import Retriever
+    from retriever.app import open_app
 
-    app = Retriever(settings)
+    app = open_app(settings)
     try:
         block = tool_context(app, tool_name, query, settings.hook_pre_tool_budget)
     finally:

@@ -23,6 +23,10 @@ from retriever.app import Retriever
 from retriever.config import Settings
 from retriever.db import Database, upgrade
 
+# Commands the tests run are answered in their own process unless a test asks for the
+# resident service (tests/test_service.py): no test leaves a service behind.
+os.environ["RETRIEVER_SERVICE"] = "off"
+
 TESTS = Path(__file__).parent
 TEST_VAULT = TESTS / "vault"
 TEMPLATE_DB = "retriever_test_template"
