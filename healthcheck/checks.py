@@ -6,8 +6,10 @@ Verdicts (and exit codes):
 * ``degraded`` (1): search works, but not fully: lexical only (embedder down, no vectors
   for the current model), vectors pending, notes changed since the last index run, or an
   empty index. Results may be incomplete and the report says why.
-* ``down`` (2): no search is possible: the database is unreachable or the schema is
-  missing or from another version.
+  When the database is unreachable but the vault is readable, search scans the files
+  themselves (``files`` mode: keyword-only, slower): that is degraded too, not down.
+* ``down`` (2): no search is possible: the database is unreachable and the vault
+  unreadable, or the schema is missing or from another version.
 
 Each check answers with ok/warn/fail, what it saw and what to do next. A component that
 could not be checked is reported as failed, never silently left out, so that a dead
@@ -68,14 +70,14 @@ class Check:
 @dataclass(slots=True)
 class HealthReport:
     checks: list[Check]
-    search_mode: Literal["hybrid", "lexical", "none"]
+    search_mode: Literal["hybrid", "lexical", "files", "none"]
     seconds: float = 0.0
     facts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def verdict(self) -> Verdict:
         if any(c.status == "fail" and c.critical for c in self.checks):
-            return "down"
+            return "degraded" if self.search_mode == "files" else "down"
         if any(c.status != "ok" for c in self.checks):
             return "degraded"
         return "healthy"
@@ -97,11 +99,12 @@ class HealthReport:
         mode = {
             "hybrid": "hybrid search (keywords + meaning)",
             "lexical": "keyword-only search (no semantic matching)",
+            "files": "keyword-only search over the files themselves (no database)",
             "none": "no search possible",
         }[self.search_mode]
         text = f"retriever is {self.verdict}: {mode}."
         notes = self.facts.get("notes_indexed")
-        if notes is not None and self.search_mode != "none":
+        if notes is not None and self.search_mode not in ("none", "files"):
             text += f" {notes} notes indexed."
         for c in self.problems:
             text += f" {c.name}: {c.detail}."
@@ -267,7 +270,8 @@ def _connect(app: Retriever, timeout: float) -> tuple[psycopg.Connection | None,
             "database",
             "fail",
             f"cannot connect to {where}: {_first_line(exc)}",
-            "start PostgreSQL or fix DATABASE_URL; no search is possible until it answers",
+            "start PostgreSQL or fix DATABASE_URL; until it answers, search scans the files"
+            " (keyword-only, slower)",
             critical=True,
             ms=timer.ms,
         )
@@ -569,7 +573,9 @@ def run_health(
             conn.close()
 
     report = HealthReport(checks=checks, search_mode="hybrid", facts=facts)
-    if report.verdict == "down":
+    if conn is None and vault_ok:
+        report.search_mode = "files"  # the search path without a database
+    elif report.verdict == "down":
         report.search_mode = "none"
     else:
         model_check = report.check("model")

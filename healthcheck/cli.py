@@ -36,7 +36,12 @@ def render(report: HealthReport, *, colour: bool = False) -> str:
         if c.hint and c.status != "ok":
             lines.append(f"  {'':<{width}}  → {c.hint}")
     verdict_status = {"healthy": "ok", "degraded": "warn", "down": "fail"}[report.verdict]
-    mode = {"hybrid": "hybrid search", "lexical": "keyword-only search", "none": "no search"}
+    mode = {
+        "hybrid": "hybrid search",
+        "lexical": "keyword-only search",
+        "files": "keyword-only search over the files (no database)",
+        "none": "no search",
+    }
     lines.append("")
     lines.append(
         paint(verdict_status, f"{report.verdict.upper()}")
@@ -49,10 +54,10 @@ def check(
     vault: Path | None = None, *, timeout: float = 3.0, retry_embedder: bool = False
 ) -> HealthReport:
     """Build the app from the environment (plus ``vault``) and run the checks."""
-    from retriever.app import Retriever
+    from retriever.app import open_app
     from retriever.config import settings_from
 
-    app = Retriever(settings_from(vault=vault))
+    app = open_app(settings_from(vault=vault))
     try:
         return run_health(app, timeout=timeout, retry_embedder=retry_embedder)
     finally:

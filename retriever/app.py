@@ -9,11 +9,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+from psycopg_pool import PoolTimeout
 
 from retriever import calibration_store, store
 from retriever.calibration_store import LEXICAL_KEY
 from retriever.config import Settings, get_settings
-from retriever.db import Database, describe_url, open_database
+from retriever.db import (
+    Database,
+    DatabaseConfigError,
+    DatabaseError,
+    describe_url,
+    open_database,
+)
 from retriever.embed import Embedder, EmbedderError, load_embedder
 from retriever.index import LOCK_BUSY, IndexReport, ProgressFn, changed_files, index_vault
 from retriever.lexical import BM25Params
@@ -23,6 +30,7 @@ from retriever.search import (
     SearchInputError,
     SearchOptions,
     SearchResult,
+    check_options,
     parse_modified_after,
     validate_queries,
 )
@@ -30,6 +38,7 @@ from retriever.search import (
 log = logging.getLogger(__name__)
 
 EMBEDDER_RETRY_SECONDS = 60.0
+DATABASE_RETRY_SECONDS = 10.0
 FRESH_EMBED_LIMIT = 128  # passages a pre-search freshness pass may embed
 
 
@@ -67,16 +76,40 @@ class Retriever:
         self._lock = threading.Lock()
         self._searcher = Searcher()
         self._last_fresh = 0.0
+        self._db_failure: tuple[float, str] | None = None
         self.shared = False  # held warm by the resident service: close() leaves it open
 
     # -- resources -------------------------------------------------------------------
     @property
     def db(self) -> Database:
+        """The database, started or joined on first use. A failure is remembered for a
+        few seconds, so a warm service answering from the files does not retry each call."""
         with self._lock:
             if self._db is None:
-                self._db = open_database(self.settings.database_url, self.settings.home,
-                                         vault=self.settings.resolved_vault())  # fmt: skip
+                failed = self._db_failure
+                if failed and time.monotonic() - failed[0] < DATABASE_RETRY_SECONDS:
+                    raise DatabaseError(failed[1])
+                try:
+                    self._db = open_database(
+                        self.settings.database_url,
+                        self.settings.home,
+                        vault=self.settings.resolved_vault(),
+                    )
+                except DatabaseConfigError:
+                    raise
+                except DatabaseError as exc:
+                    self._db_failure = (time.monotonic(), str(exc))
+                    raise
+                self._db_failure = None
             return self._db
+
+    def database_failed(self, exc: Exception) -> None:
+        """The server went away mid-session: drop the pool; the next call reconnects."""
+        with self._lock:
+            db, self._db = self._db, None
+            self._db_failure = (time.monotonic(), f"database unavailable: {exc}")
+        if db is not None:
+            db.close()
 
     def embedder(self, *, retry: bool = False) -> tuple[Embedder | None, str | None]:
         """The embedder, or None with the reason. Failed loads are retried at most once a
@@ -208,6 +241,22 @@ class Retriever:
             absent_coverage=self.settings.absent_coverage,
             absent_cosine=self.settings.absent_cosine,
         )
+        check_options(opts)
+        try:
+            db = self.db
+        except DatabaseConfigError:
+            raise  # a wrong setting is said, not papered over
+        except DatabaseError as exc:
+            return self._search_files(cleaned, opts, str(exc))
+        try:
+            return self._search_index(db, cleaned, opts, fresh)
+        except (psycopg.OperationalError, PoolTimeout) as exc:  # the server went away
+            self.database_failed(exc)
+            return self._search_files(cleaned, opts, f"database unavailable: {exc}")
+
+    def _search_index(
+        self, db: Database, cleaned: list[str], opts: SearchOptions, fresh: bool | None
+    ) -> SearchResult:
         refreshed = 0
         if self.settings.fresh_search if fresh is None else fresh:
             try:
@@ -215,7 +264,7 @@ class Retriever:
             except (OSError, psycopg.Error) as exc:  # stale beats nothing; `stale` flags say it
                 log.warning("freshness pass failed (%s); searching the index as it is", exc)
         embedder, error = (None, None) if opts.mode == "lexical" else self.embedder()
-        with self.db.connection() as conn:
+        with db.connection() as conn:
             result, failure = self._searcher.search(
                 conn, cleaned, opts, vault=self.settings.resolved_vault(),
                 embedder=embedder, embed_error=error,
@@ -225,6 +274,38 @@ class Retriever:
             self.embedder_failed(failure)
         result.refreshed_files = refreshed
         return result
+
+    def _search_files(self, cleaned: list[str], opts: SearchOptions, why: str) -> SearchResult:
+        """No database: BM25 over the files themselves, said in the answer."""
+        from retriever.files_search import FilesQuery, files_result, search_files
+
+        log.info("%s: searching the files directly", why)  # the answer says it too
+        started = time.perf_counter()
+        s = self.settings
+        query = FilesQuery(
+            cleaned,
+            opts.budget_tokens,
+            opts.limit,
+            opts.folder,
+            opts.tags,
+            opts.note_type,
+            opts.modified_after,
+            opts.bm25,
+        )
+        answer = search_files(
+            s.resolved_vault(),
+            query,
+            include=s.include,
+            exclude=s.exclude,
+            max_bytes=s.max_file_bytes,
+            min_chars=s.chunk_min_chars,
+            max_chars=s.chunk_max_chars,
+            time_limit=s.files_time_limit,
+        )
+        took = (time.perf_counter() - started) * 1000
+        return files_result(
+            answer, query, why=why, absent_coverage=opts.absent_coverage, took_ms=took
+        )
 
     def bm25(self) -> BM25Params:
         return BM25Params(self.settings.bm25_k1, self.settings.bm25_b)

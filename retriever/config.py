@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     )
     absent_cosine: float = Field(default=0.7, description="... and below this best cosine")
 
+    files_time_limit: float = Field(
+        default=5.0, description="Seconds a search may scan the files when the database is down"
+    )
     fresh_search: bool = Field(
         default=True, description="Re-index changed files before each search"
     )

@@ -32,6 +32,10 @@ class DatabaseError(RuntimeError):
     """The database cannot be reached or prepared."""
 
 
+class DatabaseConfigError(DatabaseError):
+    """The database setting itself is wrong (e.g. a malformed DATABASE_URL)."""
+
+
 _embedded_lock = threading.Lock()
 _embedded: dict[Path, Any] = {}
 
@@ -41,7 +45,10 @@ def start_embedded(home: Path) -> str:
     datadir = (home.expanduser() / "pgdata").resolve()
     with _embedded_lock:
         if datadir in _embedded:
-            return str(_embedded[datadir].get_uri())
+            server = _embedded[datadir]
+            if not _postmaster_running(server):
+                _restart(server, datadir)  # killed under us: a warm service starts it again
+            return str(server.get_uri())
         datadir.parent.mkdir(parents=True, exist_ok=True)
         try:
             with warnings.catch_warnings():
@@ -58,6 +65,25 @@ def start_embedded(home: Path) -> str:
         uri = str(server.get_uri())
         _tune_embedded(uri)
         return uri
+
+
+def _postmaster_running(server: Any) -> bool:
+    try:
+        return bool(server.get_postmaster_info().is_running())
+    except Exception:
+        return False
+
+
+def _restart(server: Any, datadir: Path) -> None:
+    log.warning("the embedded PostgreSQL in %s stopped: starting it again", datadir)
+    try:
+        with server._lock:  # the wheel's own start-up lock (shared with other processes)
+            server.ensure_postgres_running()
+    except Exception as exc:
+        raise DatabaseError(
+            f"could not restart the embedded PostgreSQL in {datadir}: {type(exc).__name__}: {exc}"
+        ) from exc
+    _tune_embedded(str(server.get_uri()))
 
 
 def _forget_dead_handles(datadir: Path) -> None:
@@ -245,7 +271,7 @@ def open_database(
         try:
             psycopg.conninfo.conninfo_to_dict(database_url)
         except psycopg.ProgrammingError as exc:
-            raise DatabaseError(
+            raise DatabaseConfigError(
                 f"DATABASE_URL is not a libpq URL or key=value string ({str(exc).strip()}); "
                 "e.g. postgresql://user:password@127.0.0.1:5432/retriever"
             ) from exc
@@ -257,5 +283,6 @@ def open_database(
             if current_revision(url) != head_revision():
                 upgrade(url)
         except psycopg.OperationalError as exc:
-            raise DatabaseError(f"cannot connect to {describe_url(url)}: {exc}") from exc
+            reason = " ".join(str(exc).split())  # one line: libpq adds a tabbed hint
+            raise DatabaseError(f"cannot connect to {describe_url(url)}: {reason}") from exc
     return Database(url)

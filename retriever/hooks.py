@@ -110,11 +110,12 @@ def session_context(app: Retriever, *, timeout: float = 2.0) -> str:
             "errors or empty answers this session do not mean the notes lack the answer; "
             "tell the user to run `retriever health`."
         )
-    mode = "keyword-only" if report.search_mode == "lexical" else "hybrid"
+    mode = {"lexical": "keyword-only", "files": "keyword-only (files scanned, no database)"}
+    said = mode.get(report.search_mode, "hybrid")
     return (
-        f"{_TOOLS_LINE} Status: degraded, {mode} search works but results may be "
+        f"{_TOOLS_LINE} Status: degraded, {said} search works but results may be "
         f"incomplete ({problems})."
-        + (" Phrase queries with words the notes would use." if mode == "keyword-only" else "")
+        + (" Phrase queries with words the notes would use." if said != "hybrid" else "")
     )
 
 

@@ -177,7 +177,7 @@ def has_searchable_text(query: str) -> bool:
     return any(ch.isalnum() for ch in query)
 
 
-def _check_options(opts: SearchOptions) -> None:
+def check_options(opts: SearchOptions) -> None:
     if opts.mode not in MODES:
         raise SearchInputError(f"mode must be one of {', '.join(MODES)}")
     if not MIN_BUDGET <= opts.budget_tokens <= MAX_BUDGET:
@@ -305,7 +305,7 @@ class Searcher:
         embed_error: str | None,
     ) -> tuple[SearchResult, str | None]:
         """Returns the result and, if the embedder failed mid-search, its error."""
-        _check_options(opts)
+        check_options(opts)
         started = time.perf_counter()
         mode, degraded, failure = opts.mode, None, None
         model: tuple[int, int] | None = None
@@ -482,7 +482,7 @@ class Searcher:
         if hits and hits[0].tokens > opts.budget_tokens:
             # The single best passage alone is over budget (a huge code block or table is
             # never split at index time): deliver its head, cited exactly, and say so.
-            _truncate(hits[0], opts.budget_tokens)
+            truncate_to_budget(hits[0], opts.budget_tokens)
         return hits, ranked_paths
 
 
@@ -518,7 +518,7 @@ def _coverage(conn: psycopg.Connection, chunk_id: int, queries: list[str]) -> fl
     return max((len(t & best_terms) / len(t) for t in qterms if t), default=0.0)
 
 
-def _truncate(hit: Hit, budget: int) -> None:
+def truncate_to_budget(hit: Hit, budget: int) -> None:
     """Keep the lines that fit in ``budget`` tokens and narrow the citation to them.
 
     Headings alone answer nothing: they may take at most half the room, and the first

@@ -145,7 +145,7 @@ class _Handler(socketserver.StreamRequestHandler):
         op = request.get("op")
         state = self.server.state
         if request.get("protocol") != PROTOCOL:
-            send({"err": "retriever: client and service versions differ\n", "exit": 2})
+            send({"mismatch": PROTOCOL})  # the client then runs the command itself
         elif op == "status":
             send({"status": state.describe()})
         elif op == "stop":
@@ -268,9 +268,14 @@ def _rotate_log(home: Path) -> None:
 
 
 def _route_stdio() -> None:
+    own_stderr = sys.stderr
     sys.stdout = RoutedOutput(sys.stdout, "out")
-    sys.stderr = RoutedOutput(sys.stderr, "err")
+    sys.stderr = RoutedOutput(own_stderr, "err")
     sys.stdin = RoutedInput()
+    # Log handlers made earlier hold the old stream: a request's logs go to its client too.
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream is own_stderr:
+            handler.setStream(sys.stderr)
 
 
 def _stop_on_signals(server: _Server) -> None:

@@ -143,7 +143,7 @@ def test_status_health_and_eval_show_the_calibration(
 
 def test_cli_calibrate_reports_and_exits_0(hobby_vault_dir, db_url: str, tmp_path: Path) -> None:
     env = {"DATABASE_URL": db_url, "RETRIEVER_HOME": str(tmp_path / "home"),
-           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin"}  # fmt: skip
+           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin", "RETRIEVER_SERVICE": "off"}  # fmt: skip
     subprocess.run([retriever_exe(), "index", str(hobby_vault_dir), "--json"], env=env,
                    capture_output=True, check=False)  # fmt: skip
     done = subprocess.run([retriever_exe(), "calibrate", str(hobby_vault_dir), "--json"],

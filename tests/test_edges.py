@@ -36,7 +36,7 @@ def small_vault(tmp_path: Path) -> Path:
 def _cli_env(db_url: str, tmp_path: Path) -> dict[str, str]:
     return {"DATABASE_URL": db_url, "RETRIEVER_HOME": str(tmp_path / "home"),
             "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin",
-            "COLUMNS": "80"}  # fmt: skip
+            "COLUMNS": "80", "RETRIEVER_SERVICE": "off"}  # fmt: skip
 
 
 def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -292,7 +292,7 @@ def test_a_busy_mcp_port_fails_before_any_url_is_printed(tmp_path: Path, db_url:
     vault.mkdir()
     (vault / "a.md").write_text("# A\n\ntext\n", "utf-8")
     env = {"DATABASE_URL": db_url, "RETRIEVER_HOME": str(tmp_path / "home"),
-           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin"}  # fmt: skip
+           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin", "RETRIEVER_SERVICE": "off"}  # fmt: skip
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

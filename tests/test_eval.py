@@ -91,7 +91,7 @@ def test_eval_of_a_cases_file_without_vault_refuses_and_indexes_nothing(
     cases.write_text('{"id": 1, "query": "x", "relevant": ["a.md"]}\n', "utf-8")
     (tmp_path / "stray.md").write_text("# Not a vault\n", "utf-8")
     env = {"DATABASE_URL": db_url, "RETRIEVER_HOME": str(tmp_path / "home"),
-           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin"}  # fmt: skip
+           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin", "RETRIEVER_SERVICE": "off"}  # fmt: skip
     done = subprocess.run([retriever_exe(), "eval", str(cases), "--json"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, check=False)  # fmt: skip
     assert done.returncode == 2

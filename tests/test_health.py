@@ -39,22 +39,32 @@ def _run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     return int(exc.value.code or 0), capsys.readouterr().out
 
 
-def test_exit_2_when_database_port_is_closed(env, capsys, tmp_path: Path) -> None:
+def test_exit_1_and_files_mode_when_database_port_is_closed(env, capsys, tmp_path: Path) -> None:
     env(db_url=f"postgresql://nobody@127.0.0.1:{_closed_port()}/nothing")
     started = time.perf_counter()
     code, out = _run_cli(capsys, "--json")
     assert time.perf_counter() - started < 5
-    assert code == 2
+    assert code == 1  # search still answers, from the files: degraded, not down
     data = json.loads(out)
-    assert data["verdict"] == "down" and data["search_mode"] == "none"
+    assert data["verdict"] == "degraded" and data["search_mode"] == "files"
+    assert "over the files themselves" in data["summary"]
     checks = {c["name"]: c for c in data["checks"]}
     assert checks["database"]["status"] == "fail"
     assert "cannot connect" in checks["database"]["detail"]
-    assert checks["database"]["hint"]
+    assert "start PostgreSQL or fix DATABASE_URL" in checks["database"]["hint"]
+    assert "scans the files" in checks["database"]["hint"]
     # Everything that depends on the database says so instead of looking empty.
     for name in ("extensions", "schema", "model", "index"):
         assert checks[name]["status"] == "fail"
         assert "not checked" in checks[name]["detail"]
+
+
+def test_exit_2_when_neither_database_nor_vault_answer(env, capsys, tmp_path: Path) -> None:
+    env(db_url=f"postgresql://nobody@127.0.0.1:{_closed_port()}/x", vault=tmp_path / "gone")
+    code, out = _run_cli(capsys, "--json")
+    assert code == 2
+    data = json.loads(out)
+    assert data["verdict"] == "down" and data["search_mode"] == "none"
 
 
 def test_exit_1_when_embedder_is_missing(env, capsys, make_app, db_url, tmp_path: Path) -> None:

@@ -34,13 +34,13 @@ def _context(output: str, event: str) -> str:
     return context
 
 
-def _dead_db_app(tmp_path: Path) -> Retriever:
+def _dead_db_app(tmp_path: Path, vault: Path = TEST_VAULT) -> Retriever:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     return Retriever(
         Settings(
-            vault=TEST_VAULT,
+            vault=vault,
             home=tmp_path / "home",
             database_url=f"postgresql://nobody@127.0.0.1:{port}/none",
             embed_model="none",
@@ -75,9 +75,15 @@ def test_session_start_degraded(make_app, tmp_path: Path) -> None:
 
 
 def test_session_start_down_is_said_plainly(tmp_path: Path) -> None:
-    context = _context(session_start(_dead_db_app(tmp_path)), "SessionStart")
+    context = _context(session_start(_dead_db_app(tmp_path, tmp_path / "gone")), "SessionStart")
     assert "DOWN" in context
     assert "do not mean the notes lack the answer" in context
+
+
+def test_session_start_without_database_says_the_files_answer(tmp_path: Path) -> None:
+    context = _context(session_start(_dead_db_app(tmp_path)), "SessionStart")
+    assert "degraded" in context and "files scanned, no database" in context
+    assert "database: cannot connect" in context
 
 
 def test_session_start_hook_command_never_fails(monkeypatch, tmp_path: Path) -> None:
@@ -87,7 +93,7 @@ def test_session_start_hook_command_never_fails(monkeypatch, tmp_path: Path) -> 
     out = io.StringIO()
     stdin = io.StringIO(json.dumps({"hook_event_name": "SessionStart", "source": "startup"}))
     assert run_session_start_hook(TEST_VAULT, stdin=stdin, stdout=out) == 0
-    assert "DOWN" in _context(out.getvalue(), "SessionStart")
+    assert "files scanned, no database" in _context(out.getvalue(), "SessionStart")
 
 
 # --------------------------------------------------------------------------- UserPromptSubmit
@@ -128,10 +134,13 @@ def test_prompt_context_stays_quiet(healthy_app: Retriever, tmp_path: Path) -> N
     assert prompt_context(healthy_app, "/clear") == ""
     absent = "Explain quantum chromodynamics lattice gauge theory renormalisation"
     assert prompt_context(healthy_app, absent) == ""
-    # A dead database gives no context and no exception, and does so quickly.
+    # A dead database: context from the files themselves, said so, and quickly.
     started = time.perf_counter()
-    assert prompt_context(_dead_db_app(tmp_path), "How are my restic backups verified?") == ""
+    output = prompt_context(_dead_db_app(tmp_path), "How are my restic backups verified?")
     assert time.perf_counter() - started < 15
+    context = _context(output, "UserPromptSubmit")
+    assert "files search" in context and "search mode: files" in context
+    assert "homelab/Backups.md:" in context
 
 
 def test_prompt_context_never_carries_a_credential(make_app, vault_copy: Path, model_dir) -> None:

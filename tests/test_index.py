@@ -243,7 +243,11 @@ def cli_env(url: str, home: Path, model: str | Path = "none", **extra: str) -> d
         if not k.startswith("RETRIEVER_") and k not in ("DATABASE_URL", "PYTHONWARNINGS")
     }
     env.update(
-        DATABASE_URL=url, RETRIEVER_HOME=str(home), RETRIEVER_EMBED_MODEL=str(model), **extra
+        DATABASE_URL=url,
+        RETRIEVER_HOME=str(home),
+        RETRIEVER_EMBED_MODEL=str(model),
+        RETRIEVER_SERVICE="off",
+        **extra,
     )
     return env
 

@@ -1,0 +1,243 @@
+"""Search without a database: BM25 over the vault files themselves.
+
+When PostgreSQL cannot be reached or started, an agent still gets an answer, lexical only,
+and told so (``mode: "files"``). The files go through the index's own pipeline (decoding,
+redaction, chunking, the same normaliser and field weights), so passages, citations and
+redaction match what an index would hold. To stay fast on a big vault, a cheap pass first
+counts, per query term, the files whose folded text contains it (every token the
+normaliser makes is a substring of the folded text, so no match is missed); that count is
+the IDF's document frequency, and only the best-scoring files are chunked. The whole
+search is bounded in time: past the limit it answers from the files read so far.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from retriever.budget import allocate, estimate_tokens
+from retriever.lexical import BM25Params, fold, idf, query_terms
+from retriever.prepare import PreparedChunk, PreparedDoc, decode_note, prepare_text
+from retriever.scan import FileInfo, scan_vault
+from retriever.search import Hit, SearchResult, truncate_to_budget
+
+FILES_TIME_LIMIT = 5.0  # seconds for the whole answer; past it, the files read so far
+MAX_FILES_CHUNKED = 200  # the best files by a whole-file BM25 are chunked and scored
+
+
+@dataclass(frozen=True, slots=True)
+class FilesQuery:
+    queries: list[str]
+    budget_tokens: int
+    limit: int = 30
+    folder: str | None = None
+    tags: list[str] | None = None
+    note_type: str | None = None
+    modified_after: datetime | None = None
+    bm25: BM25Params = field(default_factory=BM25Params)
+
+
+@dataclass(slots=True)
+class FilesAnswer:
+    """Ranked passages with what the caller needs to say how complete the answer is."""
+
+    passages: list[tuple[float, PreparedDoc, PreparedChunk]]
+    coverage: float
+    files_total: int
+    files_read: int
+    timed_out: bool
+
+
+@dataclass(slots=True)
+class _FileText:
+    info: FileInfo
+    raw: bytes
+    folded: str
+
+
+def search_files(
+    vault: Path,
+    query: FilesQuery,
+    *,
+    include: Iterable[str] = ("**/*.md",),
+    exclude: Iterable[str] = (),
+    max_bytes: int = 2_000_000,
+    min_chars: int = 30,
+    max_chars: int = 2000,
+    time_limit: float = FILES_TIME_LIMIT,
+) -> FilesAnswer:
+    deadline = time.monotonic() + time_limit
+    terms = _terms(query.queries)
+    files = [
+        f
+        for f in scan_vault(vault, include=include, exclude=exclude, max_bytes=max_bytes).files
+        if _in_scope(f, query)
+    ]
+    texts, timed_out = _read(vault, files, deadline)
+    df = {t: sum(1 for f in texts if t in f.folded) for t in terms}
+    weights = {t: idf(len(files), df[t]) for t in terms if df[t]}
+    best = _best_files(texts, weights, query.bm25)[:MAX_FILES_CHUNKED]
+    docs = [_prepare(f, min_chars, max_chars) for f in best]
+    docs = [d for d in docs if _doc_in_scope(d, query)]
+    passages = _rank_passages(docs, weights, query.bm25)
+    coverage = _coverage(passages[0][2], query.queries) if passages else 0.0
+    return FilesAnswer(passages, coverage, len(files), len(texts), timed_out)
+
+
+def _terms(queries: list[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for q in queries:
+        seen.update(dict.fromkeys(query_terms(q)))
+    return list(seen)
+
+
+def _in_scope(info: FileInfo, query: FilesQuery) -> bool:
+    folder = (query.folder or "").strip().strip("/")
+    if folder and not info.path.startswith(folder + "/"):
+        return False
+    after = query.modified_after
+    return after is None or info.mtime_ns >= int(after.timestamp() * 1e9)
+
+
+def _doc_in_scope(doc: PreparedDoc, query: FilesQuery) -> bool:
+    if query.note_type and (doc.note_type or "").lower() != query.note_type.lower():
+        return False
+    if not query.tags:
+        return True
+    wanted = [t.lstrip("#").lower() for t in query.tags if t.strip("# ")]
+    have = [t.lower() for t in doc.tags]
+    return any(h == w or fnmatch.fnmatchcase(h, w + "/*") for h in have for w in wanted)
+
+
+def _read(vault: Path, files: list[FileInfo], deadline: float) -> tuple[list[_FileText], bool]:
+    texts: list[_FileText] = []
+    for info in files:
+        if time.monotonic() > deadline:
+            return texts, True
+        try:
+            raw = (vault / info.path).read_bytes()
+        except OSError:
+            continue  # vanished or unreadable: the index would skip it too
+        texts.append(_FileText(info, raw, fold(decode_note(raw)[0])))
+    return texts, False
+
+
+def _best_files(
+    texts: list[_FileText], weights: dict[str, float], p: BM25Params
+) -> list[_FileText]:
+    """Files ordered by BM25 over raw substring counts (cheap, and only to choose)."""
+    if not weights or not texts:
+        return []
+    avg = sum(len(f.folded) for f in texts) / len(texts) or 1.0
+    scored: list[tuple[float, int]] = []
+    for i, f in enumerate(texts):
+        norm = p.k1 * (1 - p.b + p.b * len(f.folded) / avg)
+        score = 0.0
+        for term, w in weights.items():
+            tf = f.folded.count(term)
+            if tf:
+                score += w * tf * (p.k1 + 1) / (tf + norm)
+        if score > 0:
+            scored.append((score, i))
+    scored.sort(key=lambda s: (-s[0], texts[s[1]].info.path))
+    return [texts[i] for _, i in scored]
+
+
+def _prepare(f: _FileText, min_chars: int, max_chars: int) -> PreparedDoc:
+    return prepare_text(
+        f.info.path,
+        f.raw,
+        size=f.info.size,
+        mtime_ns=f.info.mtime_ns,
+        min_chars=min_chars,
+        max_chars=max_chars,
+    )
+
+
+def _rank_passages(
+    docs: list[PreparedDoc], weights: dict[str, float], p: BM25Params
+) -> list[tuple[float, PreparedDoc, PreparedChunk]]:
+    """Exact BM25 of each passage (the index's weighted term frequencies and lengths)."""
+    chunks = [(d, c) for d in docs for c in d.chunks]
+    if not chunks:
+        return []
+    avg = sum(c.length for _, c in chunks) / len(chunks) or 1.0
+    ranked: list[tuple[float, PreparedDoc, PreparedChunk]] = []
+    for doc, chunk in chunks:
+        tfs = dict(zip(chunk.terms, chunk.tfs, strict=True))
+        norm = p.k1 * (1 - p.b + p.b * chunk.length / avg)
+        score = sum(
+            w * tfs[t] * (p.k1 + 1) / (tfs[t] + norm) for t, w in weights.items() if t in tfs
+        )
+        if score > 0:
+            ranked.append((score, doc, chunk))
+    ranked.sort(key=lambda r: (-r[0], r[1].path, r[2].start_line))
+    return ranked
+
+
+def _coverage(chunk: PreparedChunk, queries: list[str]) -> float:
+    held = set(chunk.terms)
+    shares = [len(set(t) & held) / len(t) for t in map(query_terms, queries) if t]
+    return max(shares, default=0.0)
+
+
+def files_result(
+    answer: FilesAnswer, query: FilesQuery, *, why: str, absent_coverage: float, took_ms: float
+) -> SearchResult:
+    """The answer in the search contract, saying it came from the files and why."""
+    hits = _hits(answer, query)
+    reason = f"{why}; answered by scanning the vault files (lexical only, no index)"
+    if answer.timed_out:
+        reason += f"; stopped after {answer.files_read} of {answer.files_total} files (time limit)"
+    return SearchResult(
+        queries=query.queries,
+        mode="files",
+        degraded_reason=reason,
+        hits=hits,
+        coverage=answer.coverage,
+        best_cosine=None,
+        likely_absent=not hits or answer.coverage < absent_coverage,
+        budget_tokens=query.budget_tokens,
+        used_tokens=sum(h.tokens for h in hits),
+        fusion="lexical",
+        ranking="bm25 over files",
+        took_ms=took_ms,
+        ranked_paths=list(dict.fromkeys(doc.path for _, doc, _ in answer.passages)),
+    )
+
+
+def _hits(answer: FilesAnswer, query: FilesQuery) -> list[Hit]:
+    """The passages that fit the token budget, best of each note first."""
+    ranked = answer.passages[: query.limit * 2]
+    plan = allocate(
+        ranked,
+        budget=query.budget_tokens,
+        doc_of=lambda r: r[1].path,
+        tokens_of=lambda r: r[2].tokens,
+    )
+    hits: list[Hit] = []
+    for rank, i in enumerate(plan.kept[: query.limit], start=1):
+        score, doc, chunk = ranked[i]
+        hits.append(
+            Hit(
+                path=doc.path,
+                title=doc.title,
+                heading_trail=chunk.heading_trail,
+                start_line=chunk.start_line,
+                end_line=chunk.end_line,
+                text=chunk.text,
+                score=round(score, 6),
+                ranks={"lexical": rank, "semantic": None, "graph": None, "title": None},
+                passage_hash=chunk.passage_hash.hex(),
+                stale=False,  # read just now
+                content_type=chunk.content_type,
+                tokens=estimate_tokens(chunk.text),
+            )
+        )
+    if hits and hits[0].tokens > query.budget_tokens:
+        truncate_to_budget(hits[0], query.budget_tokens)
+    return hits
