@@ -54,7 +54,10 @@ bench-index: install
 bench-hooks: install
 	$(BIN)/python -m benchmarks.bench_hooks --vault tests/vault --runs 30
 
-bench-cli: bench-hooks
+# Whole-command latency: warm resident service vs in-process, first call, files mode.
+bench-cli: install
+	$(BIN)/python -m benchmarks.bench_cli --vault ../shared/corpora/dendron-vault --model "$(MODEL)" \
+		--files-corpus "$(CORPUS)"
 
 # Does calibration transfer? Pseudo-query nDCG next to real-question nDCG for every
 # candidate ranking (MODEL may be ollama:all-minilm with the compat server running).

@@ -666,12 +666,22 @@ def serve(
     detach: Annotated[
         bool, typer.Option("--detach", hidden=True, help="Started by a client: quiet if one runs.")
     ] = False,
+    mcp: Annotated[
+        bool, typer.Option("--mcp", help="Also serve MCP over HTTP from this warm process.")
+    ] = False,
+    vault_opt: VaultOpt = None,
+    host: Annotated[str, typer.Option("--host", help="MCP HTTP address (with --mcp).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option("--port", help="MCP HTTP port (with --mcp).")] = 8765,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the resident service: CLI calls and hooks answer from a warm process.
 
     Started automatically by the first call that finds none (RETRIEVER_SERVICE=auto), it
     logs to RETRIEVER_HOME/service.log and stops after RETRIEVER_SERVICE_IDLE seconds idle.
+    With --mcp it also serves the vault over MCP HTTP (token: RETRIEVER_MCP_TOKEN) and
+    runs until stopped.
     """
     from retriever import client
 
@@ -683,6 +693,9 @@ def serve(
 
     settings = settings_from()
     seconds = settings.service_idle if idle is None else idle
+    beside = _mcp_beside(vault_opt, host, port, as_json) if mcp else None
+    if beside is not None:
+        seconds = 0.0  # MCP clients are not counted as activity: never stop for idleness
 
     def ready(info: dict[str, Any]) -> None:
         if as_json:
@@ -696,8 +709,34 @@ def serve(
             )
         sys.stdout.flush()
 
-    if not run_service(home, idle_seconds=seconds, on_ready=ready) and not detach:
+    if not run_service(home, idle_seconds=seconds, on_ready=ready, beside=beside) and not detach:
         _fail(f"a service already runs for {home} (`retriever serve --status`)", as_json)
+
+
+def _mcp_beside(vault: Path | None, host: str, port: int, as_json: bool) -> Any:
+    """The MCP HTTP server to run in the service's main thread, checked before it starts."""
+    import os
+
+    from retriever.mcp_server import RemoteBindError, check_bind
+
+    settings = _settings(vault)
+    if not settings.resolved_vault().is_dir():
+        _fail(f"vault folder not found: {settings.vault}", as_json)
+    try:
+        check_bind(host)
+    except RemoteBindError as exc:
+        _fail(str(exc), as_json)
+    if not _port_free(host, port):
+        _fail(f"port {port} on {host} is in use: choose another with --port", as_json)
+
+    def run() -> None:
+        from retriever.app import open_app
+        from retriever.mcp_server import serve as serve_mcp
+
+        token = os.environ.get("RETRIEVER_MCP_TOKEN") or None
+        serve_mcp(open_app(settings), http=True, host=host, port=port, token=token)
+
+    return run
 
 
 def _service_control(op: str, home: Path, as_json: bool) -> None:

@@ -147,8 +147,8 @@ def ensure_database(server_uri: str, name: str) -> str:
         if not exists:
             try:
                 conn.execute(f'CREATE DATABASE "{name}"')
-            except psycopg.errors.DuplicateDatabase:
-                pass  # another process created it in between
+            except (psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
+                pass  # another process or thread created it in between (either error)
     return with_dbname(server_uri, name)
 
 

@@ -128,6 +128,12 @@ class ServiceState:
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     state: ServiceState
+    beside: bool = False  # something else (the MCP server) runs in the main thread
+
+    def request_stop(self) -> None:
+        if self.beside:  # the MCP server owns the main thread: stop it as a signal would
+            os.kill(os.getpid(), signal.SIGTERM)
+        threading.Thread(target=self.shutdown, daemon=True).start()
 
 
 class _Handler(socketserver.StreamRequestHandler):
@@ -150,7 +156,7 @@ class _Handler(socketserver.StreamRequestHandler):
             send({"status": state.describe()})
         elif op == "stop":
             send({"stopping": state.describe()})
-            threading.Thread(target=self.server.shutdown, daemon=True).start()
+            self.server.request_stop()
         elif op == "run":
             state.begin()
             try:
@@ -287,8 +293,16 @@ def _stop_on_signals(server: _Server) -> None:
             signal.signal(sig, stop)
 
 
-def serve(home: Path, *, idle_seconds: float, on_ready: Callable[[dict[str, Any]], None]) -> bool:
-    """Run the service until it is stopped or idle; False if one already runs here."""
+def serve(
+    home: Path,
+    *,
+    idle_seconds: float,
+    on_ready: Callable[[dict[str, Any]], None],
+    beside: Callable[[], None] | None = None,
+) -> bool:
+    """Run the service until it is stopped or idle; False if one already runs here.
+    ``beside`` (the MCP HTTP server) runs in the main thread, sharing the warm apps; the
+    service then lasts as long as it does."""
     with _single_instance(home) as mine:
         if not mine:
             return False
@@ -298,13 +312,19 @@ def serve(home: Path, *, idle_seconds: float, on_ready: Callable[[dict[str, Any]
         server = _bind(socket_path(home))
         server.state = ServiceState(home=home, idle_seconds=idle_seconds)
         use_pool(server.state.pool)
+        server.beside = beside is not None
         stopped = threading.Event()
         threading.Thread(target=_watch_idle, args=(server, stopped), daemon=True).start()
         _stop_on_signals(server)
         _route_stdio()
         try:
             on_ready(server.state.describe())
-            server.serve_forever(poll_interval=0.5)
+            if beside is None:
+                server.serve_forever(poll_interval=0.5)
+            else:
+                threading.Thread(target=server.serve_forever, args=(0.5,), daemon=True).start()
+                beside()
+                server.shutdown()
         finally:
             stopped.set()
             server.server_close()

@@ -281,3 +281,44 @@ def test_commands_the_service_does_not_serve_run_here() -> None:
     assert client.command_of(["-v", "search", "x"]) == "search"
     assert client.command_of(["mcp", "--http"]) not in client.SERVED_COMMANDS
     assert client.command_of(["--help"]) is None
+
+
+def test_serve_with_mcp_shares_the_warm_process(tmp_path: Path) -> None:
+    import asyncio
+    import socket
+
+    from fastmcp import Client
+
+    home, vault = tmp_path / "home", tmp_path / "vault"
+    vault.mkdir()
+    (vault / "bread.md").write_text("# Bread\n\nsourdough starter feeding\n", "utf-8")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = _env(home)
+    proc = subprocess.Popen(
+        [retriever_exe(), "serve", "--mcp", "--vault", str(vault), "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while _service_pid(home) is None:
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        assert _json(env, "index", str(vault))["via"] == "service"
+
+        async def ask() -> Any:
+            async with Client(f"http://127.0.0.1:{port}/mcp") as mcp:
+                return (await mcp.call_tool("search", {"queries": ["sourdough"]})).data
+
+        answer = asyncio.run(ask())
+        assert answer["hits"][0]["path"] == "bread.md"
+        assert _service_pid(home) == proc.pid  # one process serves both
+        _run(env, "serve", "--stop")
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+    assert _wait_gone(home)
