@@ -136,8 +136,10 @@ class Retriever:
     def embedder_failed(self, reason: str) -> None:
         """Called when a loaded embedder stops answering (e.g. Ollama went away)."""
         with self._lock:
-            self._embedder, self._embed_error = None, reason
+            failed, self._embedder, self._embed_error = self._embedder, None, reason
             self._embed_checked = time.monotonic()
+        if failed is not None:
+            failed.close()
 
     def close(self, *, force: bool = False) -> None:
         if self.shared and not force:
@@ -145,6 +147,10 @@ class Retriever:
         if self._db is not None:
             self._db.close()
             self._db = None
+        with self._lock:
+            embedder, self._embedder = self._embedder, None
+        if embedder is not None:
+            embedder.close()  # e.g. the Ollama HTTP client
 
     # -- operations ------------------------------------------------------------------
     def index(

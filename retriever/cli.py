@@ -123,7 +123,10 @@ def _app(vault: Path | None):
     from retriever.app import open_app
 
     settings = _settings(vault)
-    if not settings.resolved_vault().is_dir():
+    found = settings.resolved_vault()
+    if found.is_file():
+        raise FileNotFoundError(f"the vault must be a folder, not a file: {settings.vault}")
+    if not found.is_dir():
         raise FileNotFoundError(f"vault folder not found: {settings.vault}")
     return open_app(settings)
 

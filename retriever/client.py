@@ -53,6 +53,20 @@ def socket_path(home_dir: Path) -> Path:
     return Path(base) / f"retriever-{os.getuid()}-{digest}.sock"
 
 
+def code_stamp() -> str:
+    """Which code is installed: a service started before an upgrade (or an edit) must not
+    keep answering with the old code. Sizes and mtimes of the package's modules."""
+    root = Path(__file__).parent
+    digest = hashlib.sha256()
+    for folder in (root, root / "embed"):
+        with os.scandir(folder) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.name.endswith(".py"):
+                    st = entry.stat()
+                    digest.update(f"{entry.path}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return digest.hexdigest()[:16]
+
+
 def log_path(home_dir: Path) -> Path:
     return home_dir / "service.log"
 
@@ -149,6 +163,7 @@ def run_remote(argv: list[str], stdin_text: str | None) -> int | None:
         "cwd": os.getcwd(),
         "env": forwarded_env(os.environ),
         "stdin": stdin_text,
+        "code": code_stamp(),
     }
     with sock:
         try:

@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 from retriever import request_context
 from retriever.app import AppPool, use_pool
-from retriever.client import PROTOCOL, SERVED_COMMANDS, log_path, socket_path
+from retriever.client import PROTOCOL, SERVED_COMMANDS, code_stamp, log_path, socket_path
 
 log = logging.getLogger(__name__)
 
@@ -76,11 +76,11 @@ class RoutedInput(io.TextIOBase):
 
     def read(self, size: int | None = -1) -> str:
         stream = _stdin.get()
-        return stream.read(size) if stream is not None else ""
+        return stream.read(-1 if size is None else size) if stream is not None else ""
 
     def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
         stream = _stdin.get()
-        return stream.readline(size) if stream is not None else ""
+        return stream.readline(-1 if size is None else size) if stream is not None else ""
 
     def isatty(self) -> bool:
         return False
@@ -95,6 +95,7 @@ class ServiceState:
     active: int = 0
     served: int = 0
     pool: AppPool = field(default_factory=AppPool)
+    code: str = field(default_factory=code_stamp)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def begin(self) -> None:
@@ -152,6 +153,12 @@ class _Handler(socketserver.StreamRequestHandler):
         state = self.server.state
         if request.get("protocol") != PROTOCOL:
             send({"mismatch": PROTOCOL})  # the client then runs the command itself
+        elif op == "run" and request.get("code") != state.code:
+            # Installed code changed since this service started: let the client run the
+            # command itself, and make way for a service running the new code.
+            log.warning("the installed code changed: stopping so a new service starts")
+            send({"mismatch": PROTOCOL})
+            self.server.request_stop()
         elif op == "status":
             send({"status": state.describe()})
         elif op == "stop":

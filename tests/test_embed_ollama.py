@@ -27,7 +27,7 @@ from retriever.embed import (
     InvalidVectorError,
     load_embedder,
 )
-from retriever.embed_ollama import OllamaEmbedder
+from retriever.embed.ollama import OllamaEmbedder
 
 DIM = 8
 MODEL = "test-embed"

@@ -410,10 +410,16 @@ def test_database_down_is_an_error_not_an_empty_result(tmp_path: Path) -> None:
         )
     )
     mcp = Caller(build_server(app))
-    assert mcp.ok("health")["verdict"] == "down"
-    for tool, args in (("search", {"queries": "backups"}), ("list_notes", {}),
-                       ("links", {"path": "Home.md"}),
-                       ("get_context", {"topic": "backups"})):  # fmt: skip
+    health = mcp.ok("health")
+    assert health["verdict"] == "degraded" and health["search_mode"] == "files"
+    # Search answers from the files themselves, and says so.
+    found = mcp.ok("search", queries="restic backups")
+    assert found["mode"] == "files" and found["hits"]
+    assert "scanning the vault files" in found["degraded_reason"]
+    assert_safe(json.dumps(found), tmp_path)
+    assert "files" in str(mcp.ok("get_context", topic="restic backups"))
+    # What needs the index says it is unavailable, never an empty list.
+    for tool, args in (("list_notes", {}), ("links", {"path": "Home.md"})):
         message = mcp.error(tool, **args)
         assert "not an empty result" in message
         assert_safe(message, tmp_path)

@@ -93,6 +93,9 @@ class _Stub:
         v = np.ones((len(texts), 8), dtype=np.float32)
         return v / np.linalg.norm(v, axis=1, keepdims=True)
 
+    def close(self) -> None:
+        pass
+
 
 def test_no_vectors_yet_is_degraded_and_unreachable_is_not_refused(
     make_app, vault_copy: Path

@@ -151,6 +151,10 @@ def test_a_failure_keeps_its_one_line_and_exit_code(served: dict, tmp_path: Path
         "error": f"vault folder not found: {missing}",
         "via": "service",
     }
+    a_file = _run(
+        served["env"], "search", "--vault", str(served["vault"] / "Home.md"), "x", ok=(2,)
+    )
+    assert "must be a folder, not a file" in a_file.stderr
     plain = _run(served["env"], "status", str(missing), ok=(2,))
     assert plain.stderr.strip().count("\n") == 0 and "vault folder not found" in plain.stderr
     assert "Traceback" not in plain.stderr
@@ -321,4 +325,30 @@ def test_serve_with_mcp_shares_the_warm_process(tmp_path: Path) -> None:
         assert proc.wait(timeout=60) == 0
     finally:
         proc.kill()
+    assert _wait_gone(home)
+
+
+def test_a_service_running_old_code_makes_way(tmp_path: Path) -> None:
+    home, env, vault = _started(tmp_path)
+    old = _service_pid(home)
+    assert old is not None
+    sock = client.connect(client.socket_path(home), timeout=30)
+    with sock:
+        client.send(
+            sock,
+            {
+                "protocol": client.PROTOCOL,
+                "op": "run",
+                "code": "old",
+                "argv": ["status", str(vault)],
+                "cwd": "/",
+                "env": {},
+            },
+        )
+        frames = list(client.frames(sock))
+    assert frames == [{"mismatch": client.PROTOCOL}]  # the caller then runs it itself
+    psutil.Process(old).wait(timeout=60)  # and the stale service stops
+    found = _json(env, "status", str(vault))
+    assert found["via"] == "service" and _service_pid(home) not in (None, old)
+    _stop(home)
     assert _wait_gone(home)

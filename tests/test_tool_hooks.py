@@ -131,6 +131,8 @@ def test_pre_tool_hook_never_fails(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
     monkeypatch.setenv("RETRIEVER_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("RETRIEVER_EMBED_MODEL", "none")
+    (tmp_path / "empty").mkdir()  # no database and nothing in the files: no context
+    monkeypatch.setenv("RETRIEVER_VAULT", str(tmp_path / "empty"))
     event = {"session_id": "s", "tool_name": "Read", "tool_input": {"file_path": "/x/restic.sh"}}
     assert _pre_tool(event) == ""
     for stdin in ("not json", "[]", "", json.dumps({"tool_name": "Read", "tool_input": "x"})):

@@ -19,7 +19,7 @@ import numpy as np
 import ollama
 import pydantic
 
-from retriever.embed import (
+from retriever.embed.base import (
     EmbedderError,
     EmbedderUnavailable,
     InvalidVectorError,

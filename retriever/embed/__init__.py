@@ -1,0 +1,44 @@
+"""Embedders: the protocol and validation (:mod:`.base`), one module per backend
+(:mod:`.model2vec` in-process, :mod:`.ollama` over HTTP), and the factory."""
+
+from __future__ import annotations
+
+import os
+
+from retriever.embed.base import (
+    Embedder,
+    EmbedderError,
+    EmbedderUnavailable,
+    InvalidVectorError,
+    validate_vectors,
+)
+from retriever.embed.model2vec import HUB_UNREACHABLE, Model2VecEmbedder
+
+__all__ = [
+    "HUB_UNREACHABLE",
+    "Embedder",
+    "EmbedderError",
+    "EmbedderUnavailable",
+    "InvalidVectorError",
+    "Model2VecEmbedder",
+    "load_embedder",
+    "validate_vectors",
+]
+
+
+def load_embedder(model: str, *, ollama_url: str | None = None, timeout: float = 60.0) -> Embedder:
+    """Build the configured embedder. ``ollama:<name>`` selects Ollama, anything else Model2Vec.
+
+    Raises EmbedderUnavailable with a human reason when it cannot work.
+    """
+    if model.startswith("ollama:"):
+        from retriever.embed.ollama import OllamaEmbedder
+
+        return OllamaEmbedder(
+            model.removeprefix("ollama:"),
+            host=ollama_url or os.environ.get("OLLAMA_HOST", "http://127.0.0.1:11434"),
+            timeout=timeout,
+        )
+    if model.lower() in {"none", "off", "lexical"}:
+        raise EmbedderUnavailable("embeddings are turned off (RETRIEVER_EMBED_MODEL=none)")
+    return Model2VecEmbedder(model)

@@ -1,0 +1,81 @@
+"""In-process static embeddings with Model2Vec (a hub id or a local folder)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from retriever.embed.base import EmbedderUnavailable, fingerprint_of, validate_vectors
+
+
+class Model2VecEmbedder:
+    """In-process static embeddings (Model2Vec). ``model_id`` is a hub id or a local path."""
+
+    kind = "model2vec"
+
+    def __init__(self, model_id: str) -> None:
+        self.model_id = model_id
+        try:
+            from model2vec import StaticModel
+
+            path = Path(model_id).expanduser()
+            if not path.exists() and model_id.startswith(("/", ".", "~")):
+                raise FileNotFoundError(f"no model folder at {model_id}")
+            if path.exists():
+                self._model = StaticModel.from_pretrained(str(path.resolve()))
+                source = str(path.resolve())
+            else:
+                # Never hang on a hub that is out of reach: fail fast when offline is forced.
+                self._model = StaticModel.from_pretrained(model_id, force_download=False)
+                source = model_id
+        except Exception as exc:  # any loader failure means "no vectors", never a crash
+            if not Path(model_id).expanduser().exists() and _hub_unreachable(exc):
+                raise EmbedderUnavailable(HUB_UNREACHABLE.format(model=model_id)) from exc
+            raise EmbedderUnavailable(
+                f"cannot load Model2Vec model {model_id!r}: {type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+            ) from exc
+        self._dim = int(self._model.dim)
+        self._source = source
+        weights = Path(source) / "model.safetensors"
+        stamp = weights.stat().st_size if weights.exists() else ""
+        self._fp = fingerprint_of("model2vec", Path(model_id).name or model_id, self._dim, stamp)
+
+    @property
+    def dimension(self) -> int:
+        return self._dim
+
+    @property
+    def fingerprint(self) -> str:
+        return self._fp
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        vectors = self._model.encode(list(texts), use_multiprocessing=False)
+        return validate_vectors(vectors, len(texts), self._dim)
+
+    def close(self) -> None:
+        pass  # the model is plain memory
+
+
+HUB_UNREACHABLE = (
+    "the model hub is unreachable and {model!r} is not cached: set RETRIEVER_EMBED_MODEL "
+    "to a local Model2Vec folder (or ollama:<model>; none for lexical search only)"
+)
+_OFFLINE_ERRORS = {"OfflineModeIsEnabled", "LocalEntryNotFoundError", "ConnectError",
+                   "ConnectTimeout", "ConnectionError", "NameResolutionError"}  # fmt: skip
+
+
+def _hub_unreachable(exc: BaseException) -> bool:
+    """Whether a load failed for want of the network (any exception in the chain)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if type(current).__name__ in _OFFLINE_ERRORS or isinstance(current, ConnectionError):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
