@@ -57,6 +57,24 @@ def _with_dbname(url: str, dbname: str) -> str:
     return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_service_outlives_the_tests(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A test whose subprocess environment forgot RETRIEVER_SERVICE=off started a resident
+    service: stop it (and its embedded PostgreSQL) when the session ends."""
+    yield
+    import psutil
+
+    base = str(tmp_path_factory.getbasetemp())
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            cmdline = proc.info["cmdline"] or []
+            if "serve" in cmdline and proc.environ().get("RETRIEVER_HOME", "").startswith(base):
+                proc.terminate()
+                proc.wait(timeout=30)
+        except (psutil.Error, OSError):
+            continue
+
+
 @pytest.fixture(scope="session")
 def pg_server_url() -> Iterator[str]:
     url = os.environ.get("RETRIEVER_TEST_DATABASE_URL")

@@ -26,11 +26,21 @@ def _postmaster(home: Path) -> psutil.Process | None:
         return None
 
 
-def _start_watch(home: Path, vault: Path) -> subprocess.Popen[str]:
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_watch(home: Path, vault: Path, command: str = "watch") -> subprocess.Popen[str]:
     env = {**os.environ, "RETRIEVER_HOME": str(home), "RETRIEVER_EMBED_MODEL": "none"}
     env.pop("DATABASE_URL", None)
     env.pop("RETRIEVER_DATABASE_URL", None)
-    proc = subprocess.Popen([retriever_exe(), "watch", str(vault)], env=env, text=True,
+    args = {"watch": ["watch", str(vault)],
+            "mcp": ["mcp", str(vault), "--http", "--port", str(_free_port())]}[command]  # fmt: skip
+    proc = subprocess.Popen([retriever_exe(), *args], env=env, text=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     deadline = time.monotonic() + 120
     handles = home / "pgdata" / ".handle_pids.json"
@@ -68,9 +78,12 @@ def vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.parametrize("command", ["watch", "mcp"])
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
-def test_the_embedded_server_stops_with_the_command(home: Path, vault: Path, sig: int) -> None:
-    proc = _start_watch(home, vault)
+def test_the_embedded_server_stops_with_the_command(
+    home: Path, vault: Path, sig: int, command: str
+) -> None:
+    proc = _start_watch(home, vault, command)
     proc.send_signal(sig)
     proc.wait(timeout=60)
     assert _wait_gone(home), f"postgres still running after {signal.Signals(sig).name}"

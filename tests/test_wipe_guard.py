@@ -58,7 +58,7 @@ def test_most_notes_gone_at_once_needs_force(make_app, tmp_path: Path) -> None:
 
 def test_cli_refuses_with_one_line_and_exit_2(tmp_path: Path, db_url: str) -> None:
     env = {"DATABASE_URL": db_url, "RETRIEVER_HOME": str(tmp_path / "home"),
-           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin"}  # fmt: skip
+           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin", "RETRIEVER_SERVICE": "off"}  # fmt: skip
     a, b = _vault(tmp_path / "a", 12), _vault(tmp_path / "b", 2)
     first = subprocess.run([retriever_exe(), "index", str(a)], env=env, capture_output=True)
     assert first.returncode in (0, 1)  # 1: no model, vectors pending (degraded, not failed)
@@ -78,7 +78,7 @@ def test_cli_refuses_with_one_line_and_exit_2(tmp_path: Path, db_url: str) -> No
 def test_a_malformed_database_url_is_one_line_and_exit_2(tmp_path: Path) -> None:
     vault = _vault(tmp_path / "v", 2)
     env = {"DATABASE_URL": "not a url at all", "RETRIEVER_HOME": str(tmp_path / "home"),
-           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin"}  # fmt: skip
+           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin", "RETRIEVER_SERVICE": "off"}  # fmt: skip
     for args in (["index", str(vault)], ["status", str(vault)],
                  ["search", "--vault", str(vault), "topic"]):  # fmt: skip
         done = subprocess.run([retriever_exe(), *args, "--json"], env=env, capture_output=True,
