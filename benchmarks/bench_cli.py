@@ -131,6 +131,12 @@ def _files_latency(corpus: Path, queries: list[str], home: Path) -> list[float]:
 
 
 def _row(name: str, path: str, times: list[float]) -> dict[str, Any]:
+    row = _summary(name, path, times)
+    print(json.dumps(row), file=sys.stderr, flush=True)  # progress: a long run can be cut
+    return row
+
+
+def _summary(name: str, path: str, times: list[float]) -> dict[str, Any]:
     p50, p95 = percentile(times, 50), percentile(times, 95)
     target = TARGETS_MS.get(name) if path == "service" else None
     verdict = ""

@@ -688,7 +688,7 @@ def serve(
     """
     from retriever import client
 
-    home = client.home()
+    home = Path(client.home())
     if stop or show:
         _service_control("stop" if stop else "status", home, as_json)
         return

@@ -1,74 +1,83 @@
 """The thin client: hand a CLI or hook call to the resident service over a Unix socket.
 
-Imported by the console script before anything heavy, so it uses the standard library
-only. It answers ``None`` whenever the call should run in this process instead (the
-service is off, cannot be reached or started, or the command is not one it serves).
+Imported by the console script before anything else, on every hook call, so it imports
+as little as it can (no pathlib, typing or dataclasses at run time: each costs
+milliseconds an agent's prompt hook pays). It answers ``None`` whenever the call should run
+in this process instead (the service is off, cannot be reached or started, or the command
+is not one it serves).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
 
-from retriever.request_context import forwarded_env
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Callable, Iterator
+    from typing import Any
 
 PROTOCOL = 1
 # Commands the service runs; the others (mcp, watch, serve, eval, db) always run here.
 SERVED_COMMANDS = frozenset({"search", "status", "health", "index", "hook", "calibrate", "gc"})
 START_WAIT_SECONDS = 15.0
 MODES = ("auto", "connect", "off")  # RETRIEVER_SERVICE: start if needed, only use, never
+# The client's settings the service applies to its command (the rest of its env is its own).
+FORWARDED_PREFIXES = ("RETRIEVER_",)
+FORWARDED_NAMES = ("DATABASE_URL", "OLLAMA_HOST", "NO_COLOR", "COLUMNS")
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 class ServiceUnavailable(Exception):
     """No service answered (and none could be started)."""
 
 
-def home() -> Path:
+def home() -> str:
     """RETRIEVER_HOME as the settings resolve it (without importing them)."""
     configured = os.environ.get("RETRIEVER_HOME")
     if configured:
-        return Path(configured).expanduser().resolve()
+        return os.path.realpath(os.path.expanduser(configured))
     import platformdirs
 
-    return Path(platformdirs.user_data_dir("retriever")).resolve()
+    return os.path.realpath(platformdirs.user_data_dir("retriever"))
 
 
-def socket_path(home_dir: Path) -> Path:
+def socket_path(home_dir: str | os.PathLike[str]) -> str:
     """``<home>/service.sock``, or a short name in the runtime folder when that path is
     too long for a Unix socket (about 108 bytes)."""
-    path = home_dir / "service.sock"
+    home_dir = os.fspath(home_dir)
+    path = os.path.join(home_dir, "service.sock")
     if len(os.fsencode(path)) < 100:
         return path
+    import hashlib
+    import tempfile
+
     digest = hashlib.sha256(os.fsencode(home_dir)).hexdigest()[:16]
     base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    return Path(base) / f"retriever-{os.getuid()}-{digest}.sock"
+    return os.path.join(base, f"retriever-{os.getuid()}-{digest}.sock")
+
+
+def log_path(home_dir: str | os.PathLike[str]) -> str:
+    return os.path.join(os.fspath(home_dir), "service.log")
 
 
 def code_stamp() -> str:
     """Which code is installed: a service started before an upgrade (or an edit) must not
     keep answering with the old code. Sizes and mtimes of the package's modules."""
-    root = Path(__file__).parent
-    digest = hashlib.sha256()
-    for folder in (root, root / "embed"):
+    import zlib
+
+    parts: list[str] = []
+    for folder in (PACKAGE_DIR, os.path.join(PACKAGE_DIR, "embed")):
         with os.scandir(folder) as entries:
-            for entry in sorted(entries, key=lambda e: e.name):
+            for entry in entries:
                 if entry.name.endswith(".py"):
                     st = entry.stat()
-                    digest.update(f"{entry.path}:{st.st_size}:{st.st_mtime_ns};".encode())
-    return digest.hexdigest()[:16]
-
-
-def log_path(home_dir: Path) -> Path:
-    return home_dir / "service.log"
+                    parts.append(f"{entry.path}:{st.st_size}:{st.st_mtime_ns}")
+    return format(zlib.crc32(";".join(sorted(parts)).encode()), "08x")
 
 
 def mode() -> str:
@@ -81,11 +90,17 @@ def command_of(argv: list[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
-def connect(path: Path, timeout: float | None = None) -> socket.socket:
+def forwarded_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, str]:
+    return {
+        k: v for k, v in environ.items() if k.startswith(FORWARDED_PREFIXES) or k in FORWARDED_NAMES
+    }
+
+
+def connect(path: str, timeout: float | None = None) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
-        sock.connect(os.fspath(path))
+        sock.connect(path)
     except OSError as exc:
         sock.close()
         raise ServiceUnavailable(f"no service at {path}: {exc.strerror or exc}") from exc
@@ -103,7 +118,9 @@ def send(sock: socket.socket, request: dict[str, Any]) -> None:
     sock.sendall(json.dumps(request, ensure_ascii=False).encode() + b"\n")
 
 
-def ask(op: str, home_dir: Path | None = None, timeout: float = 5.0) -> dict[str, Any]:
+def ask(
+    op: str, home_dir: str | os.PathLike[str] | None = None, timeout: float = 5.0
+) -> dict[str, Any]:
     """A control request (``status``, ``stop``) and its one-frame answer."""
     sock = connect(socket_path(home_dir or home()), timeout)
     with sock:
@@ -113,9 +130,11 @@ def ask(op: str, home_dir: Path | None = None, timeout: float = 5.0) -> dict[str
     raise ServiceUnavailable("the service closed the connection without answering")
 
 
-def start_service(home_dir: Path) -> subprocess.Popen[bytes]:
+def start_service(home_dir: str) -> subprocess.Popen[bytes]:
     """Start a detached service that logs to ``<home>/service.log``."""
-    home_dir.mkdir(parents=True, exist_ok=True)
+    import subprocess
+
+    os.makedirs(home_dir, exist_ok=True)
     with open(log_path(home_dir), "ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "retriever.cli", "serve", "--detach"],
@@ -124,11 +143,11 @@ def start_service(home_dir: Path) -> subprocess.Popen[bytes]:
             stderr=log,
             start_new_session=True,  # survives the caller; no terminal signals
             close_fds=True,
-            env={**os.environ, "RETRIEVER_HOME": str(home_dir)},
+            env={**os.environ, "RETRIEVER_HOME": home_dir},
         )
 
 
-def reach(home_dir: Path, *, may_start: bool) -> socket.socket:
+def reach(home_dir: str, *, may_start: bool) -> socket.socket:
     """A connection to the service, starting one when allowed and none answers."""
     path = socket_path(home_dir)
     try:
@@ -184,9 +203,10 @@ def relay(
             return int(frame["exit"])
         if "out" in frame:
             out(frame["out"])
+            said = True
         elif "err" in frame:
             err(frame["err"])
-        said = True
+            said = True
     if not said:
         return None
     err("retriever: the resident service stopped before it finished answering\n")

@@ -26,7 +26,7 @@ from retriever.scan import FileInfo, scan_vault
 from retriever.search import Hit, SearchResult, truncate_to_budget
 
 FILES_TIME_LIMIT = 5.0  # seconds for the whole answer; past it, the files read so far
-MAX_FILES_CHUNKED = 200  # the best files by a whole-file BM25 are chunked and scored
+MAX_FILES_CHUNKED = 40  # the best files by a whole-file BM25 are chunked and scored
 
 
 @dataclass(frozen=True, slots=True)

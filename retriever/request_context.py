@@ -11,10 +11,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
-# The settings the service takes from each client (the rest of its environment is its own).
-FORWARDED_PREFIXES = ("RETRIEVER_",)
-FORWARDED_NAMES = ("DATABASE_URL", "OLLAMA_HOST", "NO_COLOR", "COLUMNS")
-
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
@@ -42,12 +38,6 @@ def serving(env: Mapping[str, str], cwd: Path) -> Iterator[RequestContext]:
 def answered_by() -> str:
     """``service`` inside a request of the resident service, else ``process``."""
     return "service" if _current.get() is not None else "process"
-
-
-def forwarded_env(environ: Mapping[str, str]) -> dict[str, str]:
-    return {
-        k: v for k, v in environ.items() if k.startswith(FORWARDED_PREFIXES) or k in FORWARDED_NAMES
-    }
 
 
 def absolute(path: Path) -> Path:

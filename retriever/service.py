@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import io
 import json
 import logging
@@ -212,11 +213,20 @@ def run_command(request: dict[str, Any], send: Callable[[dict[str, Any]], None])
         _stdin.reset(stdin_token)
 
 
-def _invoke_cli(argv: list[str]) -> int:
+@functools.cache
+def _cli_command() -> Any:
+    """The click command behind the CLI, built once: Typer rebuilds it on every call,
+    which costs more than most searches."""
+    import typer
+
     from retriever.cli import app
 
+    return typer.main.get_command(app)
+
+
+def _invoke_cli(argv: list[str]) -> int:
     try:
-        app(args=argv, prog_name="retriever", standalone_mode=True)
+        _cli_command().main(args=argv, prog_name="retriever", standalone_mode=True)
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
             return exc.code or 0
@@ -273,8 +283,23 @@ def _watch_idle(server: _Server, stopped: threading.Event) -> None:
             return
 
 
+def _prewarm() -> None:
+    """What every first request needs, started while the client connects: the embedded
+    PostgreSQL (when no DATABASE_URL is set) and the search modules."""
+    try:
+        from retriever.config import settings_from
+        from retriever.db import start_embedded
+
+        settings = settings_from()
+        if not settings.database_url:
+            start_embedded(settings.home)
+        import retriever.search  # noqa: F401
+    except Exception as exc:  # the first request will meet it again, and say it
+        log.warning("warm-up: %s", exc)
+
+
 def _rotate_log(home: Path) -> None:
-    path = log_path(home)
+    path = Path(log_path(home))
     with contextlib.suppress(OSError):
         if path.stat().st_size > LOG_ROTATE_BYTES:
             path.replace(path.with_suffix(".log.1"))
@@ -314,9 +339,10 @@ def serve(
         if not mine:
             return False
         _rotate_log(home)
-        import retriever.cli  # noqa: F401 - imported now, not during the first request
+        _cli_command()  # built now, not during the first request
+        threading.Thread(target=_prewarm, daemon=True).start()
 
-        server = _bind(socket_path(home))
+        server = _bind(Path(socket_path(home)))
         server.state = ServiceState(home=home, idle_seconds=idle_seconds)
         use_pool(server.state.pool)
         server.beside = beside is not None
@@ -336,7 +362,7 @@ def serve(
             stopped.set()
             server.server_close()
             with contextlib.suppress(FileNotFoundError):
-                socket_path(home).unlink()
+                os.unlink(socket_path(home))
             use_pool(None)
             server.state.pool.close_all()
     return True

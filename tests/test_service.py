@@ -194,7 +194,7 @@ def test_stop_ends_the_service_and_its_database(tmp_path: Path) -> None:
     assert stopped["pid"] == pid
     psutil.Process(pid).wait(timeout=60)
     assert _wait_gone(home)
-    assert not client.socket_path(home).exists()
+    assert not Path(client.socket_path(home)).exists()
     assert _json(env, "serve", "--status")["running"] is False
 
 
@@ -230,7 +230,7 @@ def test_serve_stops_its_database_on_signals(tmp_path: Path, sig: int) -> None:
     finally:
         proc.kill()
     assert _wait_gone(home), f"postgres left running after {signal.Signals(sig).name}"
-    assert not client.socket_path(home).exists()
+    assert not Path(client.socket_path(home)).exists()
 
 
 def test_a_killed_service_is_replaced_by_the_next_call(tmp_path: Path) -> None:
@@ -278,7 +278,7 @@ def test_a_long_home_gets_a_short_socket_path(tmp_path: Path) -> None:
     path = client.socket_path(long_home)
     assert len(os.fsencode(path)) < 108
     assert path == client.socket_path(long_home)  # stable: clients find the service
-    assert client.socket_path(tmp_path) == tmp_path / "service.sock"
+    assert client.socket_path(tmp_path) == str(tmp_path / "service.sock")
 
 
 def test_commands_the_service_does_not_serve_run_here() -> None:
