@@ -13,6 +13,7 @@ search is bounded in time: past the limit it answers from the files read so far.
 from __future__ import annotations
 
 import fnmatch
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -53,10 +54,13 @@ class FilesAnswer:
 
 
 @dataclass(slots=True)
-class _FileText:
+class _FileCounts:
+    """One file as the cheap pass saw it: its length and how often each query term occurs
+    in its folded text (the text itself is not kept: a big vault would not fit)."""
+
     info: FileInfo
-    raw: bytes
-    folded: str
+    length: int
+    counts: dict[str, int]
 
 
 def search_files(
@@ -77,15 +81,15 @@ def search_files(
         for f in scan_vault(vault, include=include, exclude=exclude, max_bytes=max_bytes).files
         if _in_scope(f, query)
     ]
-    texts, timed_out = _read(vault, files, deadline)
-    df = {t: sum(1 for f in texts if t in f.folded) for t in terms}
+    seen, timed_out = _count_terms(vault, files, terms, deadline)
+    df = {t: sum(1 for f in seen if t in f.counts) for t in terms}
     weights = {t: idf(len(files), df[t]) for t in terms if df[t]}
-    best = _best_files(texts, weights, query.bm25)[:MAX_FILES_CHUNKED]
-    docs = [_prepare(f, min_chars, max_chars) for f in best]
+    best = _best_files(seen, weights, query.bm25)[:MAX_FILES_CHUNKED]
+    docs = [d for d in (_prepare(vault, f.info, min_chars, max_chars) for f in best) if d]
     docs = [d for d in docs if _doc_in_scope(d, query)]
     passages = _rank_passages(docs, weights, query.bm25)
     coverage = _coverage(passages[0][2], query.queries) if passages else 0.0
-    return FilesAnswer(passages, coverage, len(files), len(texts), timed_out)
+    return FilesAnswer(passages, coverage, len(files), len(seen), timed_out)
 
 
 def _terms(queries: list[str]) -> list[str]:
@@ -113,46 +117,78 @@ def _doc_in_scope(doc: PreparedDoc, query: FilesQuery) -> bool:
     return any(h == w or fnmatch.fnmatchcase(h, w + "/*") for h in have for w in wanted)
 
 
-def _read(vault: Path, files: list[FileInfo], deadline: float) -> tuple[list[_FileText], bool]:
-    texts: list[_FileText] = []
+def _count_terms(
+    vault: Path, files: list[FileInfo], terms: list[str], deadline: float
+) -> tuple[list[_FileCounts], bool]:
+    """One pass over the files: the query terms' counts in each (every token the normaliser
+    makes is a substring of the folded text, so no file holding a term is missed)."""
+    seen: list[_FileCounts] = []
     for info in files:
         if time.monotonic() > deadline:
-            return texts, True
+            return seen, True
         try:
             raw = (vault / info.path).read_bytes()
         except OSError:
             continue  # vanished or unreadable: the index would skip it too
-        texts.append(_FileText(info, raw, fold(decode_note(raw)[0])))
-    return texts, False
+        folded = _fold_lines(decode_note(raw)[0])
+        counts = {t: c for t in terms if (c := folded.count(t))}
+        seen.append(_FileCounts(info, len(folded), counts))
+    return seen, False
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
+def _fold_lines(text: str) -> str:
+    """``fold`` applied only to the lines that need it: notes are mostly ASCII, and
+    normalising a whole note to fold a few accented words was most of the scan's time."""
+    if text.isascii():
+        return text.lower()
+    parts: list[str] = []
+    done = 0  # text[:done] is already in parts
+    for match in _NON_ASCII.finditer(text):
+        if match.start() < done:
+            continue  # on a line already folded
+        start = text.rfind("\n", 0, match.start()) + 1
+        end = text.find("\n", match.end())
+        end = len(text) if end < 0 else end
+        parts += [text[done:start].lower(), fold(text[start:end])]
+        done = end
+    parts.append(text[done:].lower())
+    return "".join(parts)
 
 
 def _best_files(
-    texts: list[_FileText], weights: dict[str, float], p: BM25Params
-) -> list[_FileText]:
+    seen: list[_FileCounts], weights: dict[str, float], p: BM25Params
+) -> list[_FileCounts]:
     """Files ordered by BM25 over raw substring counts (cheap, and only to choose)."""
-    if not weights or not texts:
+    if not weights or not seen:
         return []
-    avg = sum(len(f.folded) for f in texts) / len(texts) or 1.0
-    scored: list[tuple[float, int]] = []
-    for i, f in enumerate(texts):
-        norm = p.k1 * (1 - p.b + p.b * len(f.folded) / avg)
-        score = 0.0
-        for term, w in weights.items():
-            tf = f.folded.count(term)
-            if tf:
-                score += w * tf * (p.k1 + 1) / (tf + norm)
+    avg = sum(f.length for f in seen) / len(seen) or 1.0
+    scored: list[tuple[float, str, _FileCounts]] = []
+    for f in seen:
+        norm = p.k1 * (1 - p.b + p.b * f.length / avg)
+        score = sum(
+            w * f.counts[t] * (p.k1 + 1) / (f.counts[t] + norm)
+            for t, w in weights.items()
+            if t in f.counts
+        )
         if score > 0:
-            scored.append((score, i))
-    scored.sort(key=lambda s: (-s[0], texts[s[1]].info.path))
-    return [texts[i] for _, i in scored]
+            scored.append((score, f.info.path, f))
+    scored.sort(key=lambda s: (-s[0], s[1]))
+    return [f for _, _, f in scored]
 
 
-def _prepare(f: _FileText, min_chars: int, max_chars: int) -> PreparedDoc:
+def _prepare(vault: Path, info: FileInfo, min_chars: int, max_chars: int) -> PreparedDoc | None:
+    try:
+        raw = (vault / info.path).read_bytes()
+    except OSError:
+        return None
     return prepare_text(
-        f.info.path,
-        f.raw,
-        size=f.info.size,
-        mtime_ns=f.info.mtime_ns,
+        info.path,
+        raw,
+        size=info.size,
+        mtime_ns=info.mtime_ns,
         min_chars=min_chars,
         max_chars=max_chars,
     )

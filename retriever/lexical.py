@@ -12,8 +12,10 @@ table, which the indexer keeps in step inside the same transactions.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+import sys
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -59,8 +61,14 @@ def strip_accents(text: str) -> str:
     if text.isascii():
         return text
     text = unicodedata.normalize("NFKC", text).translate(_LIGATURES)
-    decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return unicodedata.normalize("NFKD", text).translate(_combining_marks())
+
+
+@functools.cache
+def _combining_marks() -> dict[int, None]:
+    """Every combining mark, to delete in one C-level translate (a per-character loop
+    was most of the time spent folding a vault's non-ASCII notes). Built once, ~0.2 s."""
+    return {cp: None for cp in range(sys.maxunicode + 1) if unicodedata.combining(chr(cp))}
 
 
 def fold(text: str) -> str:
