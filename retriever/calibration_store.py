@@ -120,8 +120,8 @@ class CalibrationCache:
         if stamp is not None:
             data = conn.execute("SELECT result FROM calibrations WHERE model = %s", (key,))
             result = data.fetchone()
-            calibrated = result is not None and result[0].get("status") == "calibrated"
-            found = _parse(result[0], stamp) if calibrated else None
+            row = result[0] if result is not None else None
+            found = _parse(row, stamp) if row and row.get("status") == "calibrated" else None
         with self._lock:
             self._items[key], self._stamps[key] = found, stamp
         return found

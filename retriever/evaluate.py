@@ -185,9 +185,10 @@ def run_config(
                                  [r for r in run if r.query_id in {c.id for c in group}])
                 for kind, group in sorted(by_kind.items())
             }  # fmt: skip
-        cited = [per_case[c.id]["cited"] for c in answerable if per_case[c.id]["cited"] is not None]
-        if cited:
-            metrics["citation_hit_rate"] = round(sum(cited) / len(cited), 4)
+        citations = [per_case[c.id]["cited"] for c in answerable]
+        judged = [bool(x) for x in citations if x is not None]
+        if judged:
+            metrics["citation_hit_rate"] = round(sum(judged) / len(judged), 4)
         metrics["answerable_flagged_absent"] = round(
             sum(per_case[c.id]["absent"] for c in answerable) / len(answerable), 4
         )

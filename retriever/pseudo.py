@@ -270,7 +270,7 @@ def _anchor(note: NoteSample, rng: random.Random, rarity: Mapping[str, float]) -
 
 def _span(
     note: NoteSample, rng: random.Random, rarity: Mapping[str, float]
-) -> tuple[str, int] | None:
+) -> tuple[str, int | None] | None:
     usable = [s for s in note.sections if s.content_type not in _SKIP_TYPES and len(s.text) >= 60]
     if not usable:
         return None

@@ -219,11 +219,11 @@ def _lift_titles(
     top = max(scores.values(), default=1.0) or 1.0
     best = _best_chunk_of(scores, arms.doc_of)
     for doc, strength in arms.title.items():
-        cid = best.get(doc) or first_chunk(doc)
-        if cid is None:
+        chunk = best.get(doc) or first_chunk(doc)
+        if chunk is None:
             continue
-        arms.doc_of.setdefault(cid, doc)
-        scores[cid] = scores.get(cid, 0.0) + r.title_weight * strength * top
+        arms.doc_of.setdefault(chunk, doc)
+        scores[chunk] = scores.get(chunk, 0.0) + r.title_weight * strength * top
 
 
 def _lift_neighbours(
@@ -247,12 +247,12 @@ def _lift_neighbours(
     best = _best_chunk_of(scores, arms.doc_of)
     lifted: list[int] = []
     for rank, doc in enumerate(neighbours, start=1):
-        cid = best.get(doc) or first_chunk(doc)
-        if cid is None:
+        chunk = best.get(doc) or first_chunk(doc)
+        if chunk is None:
             continue
-        arms.doc_of.setdefault(cid, doc)
-        scores[cid] = scores.get(cid, 0.0) + r.graph_weight * GRAPH_SCALE * top / rank
-        lifted.append(cid)
+        arms.doc_of.setdefault(chunk, doc)
+        scores[chunk] = scores.get(chunk, 0.0) + r.graph_weight * GRAPH_SCALE * top / rank
+        lifted.append(chunk)
     return lifted
 
 

@@ -338,8 +338,9 @@ def _pre_tool(vault: Path | None, event: dict[str, Any]) -> str:
 
 def _blocks_text(blocks: list[Any]) -> str | None:
     texts = [b.get("text") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
-    if texts and all(isinstance(t, str) for t in texts):
-        return "\n".join(texts)
+    strings = [t for t in texts if isinstance(t, str)]
+    if texts and len(strings) == len(texts):
+        return "\n".join(strings)
     return None
 
 

@@ -25,7 +25,7 @@ class QueryVectorCache:
     def get(self, embedder: Embedder, texts: list[str]) -> np.ndarray:
         fp = embedder.fingerprint
         with self._lock:
-            found = {t: self._items.get((fp, t)) for t in texts}
+            found: dict[str, np.ndarray | None] = {t: self._items.get((fp, t)) for t in texts}
         missing = [t for t, v in found.items() if v is None]
         if missing:
             vectors = embedder.embed(missing)  # outside the lock: it may take a while
@@ -38,7 +38,7 @@ class QueryVectorCache:
             for t in texts:
                 if (fp, t) in self._items:
                     self._items.move_to_end((fp, t))
-        return np.vstack([found[t] for t in texts])
+        return np.vstack([v for t in texts if (v := found[t]) is not None])
 
 
 def vector_search(
