@@ -119,15 +119,52 @@ def _fail(message: str, as_json: bool) -> None:
     raise typer.Exit(EXIT_FAILED)
 
 
+class _Edge:
+    """Where a command meets its failures, once: any error becomes one line on stderr
+    (or ``{"ok": false, "error": ...}`` with --json) and exit 2, and every app the command
+    opened is closed, whatever happened."""
+
+    def __init__(self, as_json: bool, prefix: str = "") -> None:
+        self.as_json, self.prefix = as_json, prefix
+        self._apps: list[Any] = []
+
+    def app(self, vault: Path | None) -> Any:
+        api = _app(vault)
+        self._apps.append(api)
+        return api
+
+    def own(self, api: Any) -> Any:
+        self._apps.append(api)
+        return api
+
+    def __enter__(self) -> _Edge:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> bool:
+        for api in self._apps:
+            api.close()
+        if exc is None or isinstance(exc, typer.Exit | SystemExit | KeyboardInterrupt):
+            return False
+        from retriever.errors import InputError, UnavailableError, describe
+
+        if not isinstance(exc, InputError | UnavailableError | FileNotFoundError):
+            logging.getLogger("retriever").debug("command failed", exc_info=exc)
+        _fail(self.prefix + describe(exc), self.as_json)
+        return False  # not reached: _fail exits
+
+
 def _app(vault: Path | None):
     from retriever.app import open_app
+    from retriever.errors import VaultError
 
     settings = _settings(vault)
     found = settings.resolved_vault()
     if found.is_file():
-        raise FileNotFoundError(f"the vault must be a folder, not a file: {settings.vault}")
+        raise VaultError(f"the vault must be a folder, not a file: {settings.vault}")
     if not found.is_dir():
-        raise FileNotFoundError(f"vault folder not found: {settings.vault}")
+        raise VaultError(f"vault folder not found: {settings.vault}")
     return open_app(settings)
 
 
@@ -152,27 +189,18 @@ def index(
     as_json: JsonOpt = False,
 ) -> None:
     """Index the vault incrementally (only changed files are re-read)."""
-    from retriever.db import DatabaseError
-
-    try:
-        api = _app(_vault(vault, vault_opt))
+    with _Edge(as_json) as edge:
+        api = edge.app(_vault(vault, vault_opt))
         progress_cb, progress_ctx = _progress(enabled=not as_json and err.is_terminal)
         with progress_ctx:
             report = api.index(full=full, progress=progress_cb, force=force)
-    except (DatabaseError, FileNotFoundError) as exc:
-        _fail(str(exc), as_json)
-        return
     if report.refused:
-        api.close()
         _fail(report.refused, as_json)
-        return
-    data = report.to_dict()
     degraded = bool(report.errors or report.passages_pending or report.interrupted)
     if as_json:
-        _emit_json({"ok": not degraded, **data})
+        _emit_json({"ok": not degraded, **report.to_dict()})
     else:
         _print_index_report(report)
-    api.close()
     raise typer.Exit(EXIT_DEGRADED if degraded else EXIT_OK)
 
 
@@ -237,14 +265,8 @@ def _print_index_report(report: Any) -> None:
 @app.command()
 def status(vault: VaultArg = None, vault_opt: VaultOpt = None, as_json: JsonOpt = False) -> None:
     """How much of the vault is indexed, pending vectors, the model, the database."""
-    from retriever.db import DatabaseError
-
-    try:
-        api = _app(_vault(vault, vault_opt))
-        st = api.status()
-    except (DatabaseError, FileNotFoundError) as exc:
-        _fail(str(exc), as_json)
-        return
+    with _Edge(as_json) as edge:
+        st = edge.app(_vault(vault, vault_opt)).status()
     degraded = bool(st.notes_changed or st.notes_deleted or st.passages_pending or st.model_error)
     if as_json:
         _emit_json({"ok": not degraded, **st.to_dict()})
@@ -264,7 +286,6 @@ def status(vault: VaultArg = None, vault_opt: VaultOpt = None, as_json: JsonOpt 
         others = [f"{v['vault']} ({v['notes']} notes)" for v in st.vaults if v["vault"] != st.vault]
         if others:
             out.print("also here " + ", ".join(others), highlight=False, soft_wrap=True)
-    api.close()
     raise typer.Exit(EXIT_DEGRADED if degraded else EXIT_OK)
 
 
@@ -292,22 +313,12 @@ def calibrate(
     as_json: JsonOpt = False,
 ) -> None:
     """Choose the ranking and absence thresholds for this vault and model (pseudo-queries)."""
-    import psycopg
-
-    from retriever.db import DatabaseError
-    from retriever.embed import EmbedderError
-
-    try:
-        api = _app(_vault(vault, vault_opt))
-        result = api.calibrate(force=not if_due)
-    except (DatabaseError, FileNotFoundError, EmbedderError, psycopg.Error) as exc:
-        _fail(str(exc), as_json)
-        return
+    with _Edge(as_json) as edge:
+        result = edge.app(_vault(vault, vault_opt)).calibrate(force=not if_due)
     if as_json:
         _emit_json({"ok": result.get("status") in ("calibrated", "current"), **result})
     else:
         _print_calibration(result)
-    api.close()
     raise typer.Exit(
         EXIT_OK if result.get("status") in ("calibrated", "current") else EXIT_DEGRADED
     )
@@ -346,14 +357,8 @@ def _print_calibration(result: dict[str, Any]) -> None:
 @app.command()
 def gc(vault: VaultArg = None, vault_opt: VaultOpt = None, as_json: JsonOpt = False) -> None:
     """Remove orphan passages and the embeddings of models no longer configured."""
-    from retriever.db import DatabaseError
-
-    try:
-        api = _app(_vault(vault, vault_opt))
-        result = api.gc()
-    except (DatabaseError, FileNotFoundError) as exc:
-        _fail(str(exc), as_json)
-        return
+    with _Edge(as_json) as edge:
+        result = edge.app(_vault(vault, vault_opt)).gc()
     if as_json:
         _emit_json({"ok": True, **result})
     else:
@@ -361,7 +366,6 @@ def gc(vault: VaultArg = None, vault_opt: VaultOpt = None, as_json: JsonOpt = Fa
             f"removed {result['passages_removed']} passages, {result['models_removed']} old models,"
             f" {result['calibrations_removed']} old calibrations"
         )
-    api.close()
 
 
 @app.command()
@@ -403,25 +407,21 @@ def search(
     A query that starts with "-" goes after "--", or it is read as an option:
     retriever search -- "-v flag of rsync"
     """
-    from retriever.db import DatabaseError
     from retriever.search import SearchInputError
 
     queries = [" ".join(query), *(also or [])]
-    try:
-        api = _app(vault)
-        result = api.search(queries, budget_tokens=budget, mode=mode, fusion=fusion,
-                            graph=False if no_graph else None, folder=folder, tags=tag)  # fmt: skip
-    except SearchInputError as exc:
-        _fail(f"bad query: {exc}", as_json)
-        return
-    except (DatabaseError, FileNotFoundError) as exc:
-        _fail(str(exc), as_json)
-        return
+    with _Edge(as_json) as edge:
+        api = edge.app(vault)
+        try:
+            result = api.search(queries, budget_tokens=budget, mode=mode, fusion=fusion,
+                                graph=False if no_graph else None, folder=folder, tags=tag)  # fmt: skip
+        except SearchInputError:
+            edge.prefix = "bad query: "
+            raise
     if as_json:
         _emit_json(result.to_dict())
     else:
         _print_result(result, explain)
-    api.close()
     raise typer.Exit(EXIT_DEGRADED if result.degraded_reason else EXIT_OK)
 
 
@@ -466,37 +466,41 @@ def eval_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Measure retrieval quality (nDCG@10, recall, MRR, hits, citations, absence, latency)."""
-    import psycopg
-
     from retriever.app import Retriever
-    from retriever.db import DatabaseError
+    from retriever.errors import InputError
     from retriever.evaluate import evaluate, load_beir, load_cases, write_beir_vault
 
-    try:
+    with _Edge(as_json) as edge:
         if cases.is_dir():
-            corpus, loaded = load_beir(cases)
+            corpus, loaded = _loaded(load_beir, cases)
             base = settings_from()
             home = base.home / "eval" / cases.name
             eval_vault = home / "vault"
             write_beir_vault(corpus, eval_vault)
             url = _eval_database(base.database_url, cases.name)
-            api = Retriever(settings_from(vault=eval_vault, home=home, database_url=url))
+            api = edge.own(Retriever(settings_from(vault=eval_vault, home=home, database_url=url)))
         else:
             if vault is None:
                 # Without it the current folder would be indexed over the user's index.
-                raise ValueError(f"{cases.name} is about a vault: give it with --vault PATH")
-            loaded = load_cases(cases)
-            api = _app(vault)
+                raise InputError(f"{cases.name} is about a vault: give it with --vault PATH")
+            loaded = _loaded(load_cases, cases)
+            api = edge.app(vault)
         api.index()
         report = evaluate(api, loaded, ablate=ablate, budget=budget)
-    except (ValueError, FileNotFoundError, DatabaseError, psycopg.Error) as exc:
-        _fail(str(exc), as_json)
-        return
     if as_json:
         _emit_json(report)
     else:
         _print_eval(report)
-    api.close()
+
+
+def _loaded(load: Any, path: Path) -> Any:
+    """Cases read by ``load``; a bad file is an input error (one line at the edge)."""
+    from retriever.errors import InputError
+
+    try:
+        return load(path)
+    except (ValueError, OSError, KeyError) as exc:
+        raise InputError(f"cannot read cases from {path}: {exc}") from exc
 
 
 def _eval_database(database_url: str | None, name: str) -> str | None:
@@ -542,15 +546,7 @@ def watch(
     as_json: JsonOpt = False,
 ) -> None:
     """Index, then keep the index fresh as notes change (Ctrl-C to stop)."""
-    from retriever.db import DatabaseError
     from retriever.watch import watch_vault
-
-    try:
-        api = _app(_vault(vault, vault_opt))
-        api.db  # noqa: B018 - fail now, clearly, if the database is unreachable
-    except (DatabaseError, FileNotFoundError) as exc:
-        _fail(str(exc), as_json)
-        return
 
     def report(r: Any) -> None:
         if as_json:
@@ -562,12 +558,13 @@ def watch(
                 f"{r.passages_embedded} embedded, {r.passages_pending} pending ({r.seconds:.2f} s)"
             )
 
-    try:
-        watch_vault(api, on_report=report)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        api.close()
+    with _Edge(as_json) as edge:
+        api = edge.app(_vault(vault, vault_opt))
+        api.db  # noqa: B018 - fail now, clearly, if the database is unreachable
+        try:
+            watch_vault(api, on_report=report)
+        except KeyboardInterrupt:
+            pass
 
 
 hook_app = typer.Typer(
@@ -630,11 +627,8 @@ def mcp(
     """Serve the vault to AI agents over MCP (stdio by default; read-only tools)."""
     from retriever.mcp_server import RemoteBindError, serve
 
-    try:
+    with _Edge(False):
         api = _app(_vault(vault, vault_opt))
-    except FileNotFoundError as exc:
-        _fail(str(exc), False)
-        return
     busy = f"port {port} on {host} is in use: choose another with --port"
     if http and not _port_free(host, port):  # before printing a URL that would not answer
         api.close()

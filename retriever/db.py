@@ -22,17 +22,19 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
+from retriever.errors import InputError, UnavailableError
+
 log = logging.getLogger(__name__)
 
 MIGRATION_LOCK_KEY = 0x52455452  # "RETR": serialises concurrent `alembic upgrade` runs
 INDEX_LOCK_KEY = 0x52455453  # one writer at a time for the index
 
 
-class DatabaseError(RuntimeError):
+class DatabaseError(UnavailableError):
     """The database cannot be reached or prepared."""
 
 
-class DatabaseConfigError(DatabaseError):
+class DatabaseConfigError(DatabaseError, InputError):
     """The database setting itself is wrong (e.g. a malformed DATABASE_URL)."""
 
 

@@ -34,6 +34,7 @@ from retriever import hooks, notes, tool_hooks
 from retriever.budget import estimate_tokens
 from retriever.compress import compress as compress_text
 from retriever.config import env_flag
+from retriever.errors import InputError
 from retriever.redact import redact
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ Good habits:
 """
 
 
-class RemoteBindError(ValueError):
+class RemoteBindError(InputError):
     """Refused to listen on a non-loopback address without RETRIEVER_ALLOW_REMOTE=1."""
 
 

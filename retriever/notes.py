@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from retriever.errors import InputError
 from retriever.prepare import decode_note
 from retriever.redact import redact
 from retriever.scan import ALWAYS_EXCLUDED_DIRS, VaultFilter, within
@@ -49,11 +50,11 @@ _ABS_POSIX = re.compile(r"(?<![\w.:/~%>-])/[^\s/'\"`,;:()\[\]<>]+(?:/[^\s/'\"`,;
 _ABS_WINDOWS = re.compile(r"\b[A-Za-z]:\\[^\s'\"`,;]*")
 
 
-class NotePathError(ValueError):
+class NotePathError(InputError):
     """The path cannot be served. The message is safe to show an agent (no absolute paths)."""
 
 
-class NoteQueryError(ValueError):
+class NoteQueryError(InputError):
     """A listing or link query has unusable arguments; the message says how to fix them."""
 
 

@@ -19,6 +19,7 @@ from retriever.absence import AbsenceModel, signals
 from retriever.budget import allocate, estimate_tokens
 from retriever.calibration_store import LEXICAL_KEY, CalibrationCache
 from retriever.embed import Embedder, EmbedderError, InvalidVectorError
+from retriever.errors import InputError
 from retriever.graph import LinkGraph, random_walk_scores
 from retriever.lexical import BM25Params, bm25_search, query_terms, term_idf
 from retriever.ranking import DEFAULT_RANKING, GRAPH_NEIGHBOURS, Arms, Ranking, Walk, fuse
@@ -41,7 +42,7 @@ ABSENT_COSINE = 0.7
 _IDENTIFIER = re.compile(r"[a-z][A-Z]|\w_\w|\w\.\w|\d|::|->|\(\)")
 
 
-class SearchInputError(ValueError):
+class SearchInputError(InputError):
     """The query or options are unusable; the message says how to fix them."""
 
 

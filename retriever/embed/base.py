@@ -13,8 +13,10 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from retriever.errors import UnavailableError
 
-class EmbedderError(RuntimeError):
+
+class EmbedderError(UnavailableError):
     """The embedder cannot work (model missing, server down, ...)."""
 
 
