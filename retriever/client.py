@@ -169,8 +169,11 @@ def reach(home_dir: str, *, may_start: bool) -> socket.socket:
 
 def run_remote(argv: list[str], stdin_text: str | None) -> int | None:
     """Run ``retriever <argv>`` in the service; its exit code, or None to run it here."""
-    if mode() == "off" or command_of(argv) not in SERVED_COMMANDS:
+    command = command_of(argv)
+    if mode() == "off" or command not in SERVED_COMMANDS:
         return None
+    if command == "index" and sys.stderr.isatty():
+        return None  # a person at a terminal sees the progress bar, drawn here
     try:
         sock = reach(home(), may_start=mode() == "auto")
     except (ServiceUnavailable, OSError):
