@@ -1,5 +1,6 @@
-"""Health check for retriever: is search possible, and how well? (``retriever-health``)."""
+"""The ``retriever-health`` entry point for containers and scripts; the checks themselves
+live in the library (:mod:`retriever.health`)."""
 
-from healthcheck.checks import Check, HealthReport, run_health
+from retriever.health import Check, HealthReport, run_health
 
 __all__ = ["Check", "HealthReport", "run_health"]

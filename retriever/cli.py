@@ -587,7 +587,7 @@ def health(
     ] = 3.0,
 ) -> None:
     """Can retriever search? Exit 0 healthy, 1 degraded (works, not fully), 2 down."""
-    from healthcheck.cli import check, emit
+    from retriever.health_output import check, emit
 
     try:
         report = check(_vault(vault, vault_opt), timeout=max(0.5, timeout))
@@ -778,7 +778,7 @@ def _port_free(host: str, port: int) -> bool:
 
 def _print_client_config(api: Any, *, http: bool, host: str, port: int, token: str | None) -> None:
     """What a newcomer pastes into their agent's config (on stderr: stdout may be MCP)."""
-    from healthcheck.checks import run_health
+    from retriever.health import run_health
 
     report = run_health(api)
     err.print(f"[bold]health:[/bold] {report.verdict}")

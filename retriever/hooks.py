@@ -88,7 +88,7 @@ def _cap(text: str, limit: int = MAX_CONTEXT_CHARS) -> str:
 
 def session_context(app: Retriever, *, timeout: float = 2.0) -> str:
     """One short paragraph for the model: can it rely on vault search this session?"""
-    from healthcheck.checks import run_health
+    from retriever.health import run_health
 
     try:
         report = run_health(app, timeout=timeout)

@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from pydantic import Field
 
-from healthcheck.checks import HealthReport, run_health
 from retriever import hooks, notes, tool_hooks
 from retriever.budget import estimate_tokens
 from retriever.compress import compress as compress_text
 from retriever.config import env_flag
 from retriever.errors import InputError
+from retriever.health import HealthReport, run_health
 from retriever.redact import redact
 
 if TYPE_CHECKING:

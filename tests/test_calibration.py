@@ -125,7 +125,7 @@ def test_a_vault_that_changed_materially_recalibrates(make_app, hobby_vault_dir)
 def test_status_health_and_eval_show_the_calibration(
     make_app, hobby_vault_dir, hobby_model
 ) -> None:
-    from healthcheck.checks import run_health
+    from retriever.health import run_health
 
     app = make_app(hobby_vault_dir, model=hobby_model, calibrate=True)
     app.index()

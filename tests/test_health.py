@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck.checks import run_health
-from healthcheck.cli import main, render
+from healthcheck.cli import main
+from retriever.health import run_health
+from retriever.health_output import render
 from tests.conftest import TEST_VAULT
 
 

@@ -43,7 +43,7 @@ Verdict = Literal["healthy", "degraded", "down"]
 EXIT_CODES: dict[str, int] = {"healthy": 0, "degraded": 1, "down": 2}
 # Common words, so that even a small-vocabulary static model gives a non-zero vector.
 PROBE_TEXT = "retriever health probe: search the notes"
-REQUIRED_EXTENSIONS = ("vector", "unaccent")
+REQUIRED_EXTENSIONS = ("vector",)  # unaccent is installed but unused: folding is in Python
 
 
 @dataclass(slots=True)
