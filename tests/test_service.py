@@ -352,3 +352,24 @@ def test_a_service_running_old_code_makes_way(tmp_path: Path) -> None:
     assert found["via"] == "service" and _service_pid(home) not in (None, old)
     _stop(home)
     assert _wait_gone(home)
+
+
+def test_the_thin_client_imports_nothing_heavy() -> None:
+    import sys
+
+    heavy = ("psycopg", "numpy", "pydantic", "typer", "rich", "model2vec", "retriever.app")
+    code = (
+        "import sys, retriever.entry, retriever.client; "
+        f"print([m for m in {heavy!r} if m in sys.modules])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_package_names_its_public_api() -> None:
+    import retriever
+
+    for name in retriever.__all__:
+        assert getattr(retriever, name) is not None
+    with pytest.raises(AttributeError):
+        retriever.nothing_here  # noqa: B018
