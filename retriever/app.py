@@ -24,16 +24,9 @@ from retriever.db import (
 from retriever.embed import Embedder, EmbedderError, load_embedder
 from retriever.index import LOCK_BUSY, IndexReport, ProgressFn, changed_files, index_vault
 from retriever.lexical import BM25Params
+from retriever.query_input import SearchInputError, parse_modified_after, validate_queries
 from retriever.ranking import FUSION_CHOICES, Ranking
-from retriever.search import (
-    Searcher,
-    SearchInputError,
-    SearchOptions,
-    SearchResult,
-    check_options,
-    parse_modified_after,
-    validate_queries,
-)
+from retriever.search import Searcher, SearchOptions, SearchResult, check_options
 
 log = logging.getLogger(__name__)
 

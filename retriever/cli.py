@@ -407,7 +407,7 @@ def search(
     A query that starts with "-" goes after "--", or it is read as an option:
     retriever search -- "-v flag of rsync"
     """
-    from retriever.search import SearchInputError
+    from retriever.query_input import SearchInputError
 
     queries = [" ".join(query), *(also or [])]
     with _Edge(as_json) as edge:

@@ -35,6 +35,14 @@ from retriever.compress import compress as compress_text
 from retriever.config import env_flag
 from retriever.errors import InputError
 from retriever.health import HealthReport, run_health
+from retriever.query_input import (
+    HARD_QUERY_BYTES,
+    MIN_BUDGET,
+    check_budget,
+    check_mode,
+    check_queries,
+    clean_text,
+)
 from retriever.redact import redact
 
 if TYPE_CHECKING:
@@ -48,10 +56,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 REPROBE_SECONDS = 30.0
-MAX_QUERIES = 4
-MAX_QUERY_CHARS = 2_000
-HARD_INPUT_BYTES = 100_000  # anything bigger is refused outright, not truncated
-MIN_BUDGET, MAX_BUDGET = 100, 8_000
+HARD_INPUT_BYTES = HARD_QUERY_BYTES  # anything bigger is refused outright, not truncated
 MAX_HITS = 40
 MAX_OUTPUT_BYTES = 64_000
 MAX_TAGS = 20
@@ -102,12 +107,6 @@ def _redact_all(value: Any) -> Any:
 
 def _size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8"))
-
-
-def _clean_query(text: str) -> str:
-    # Control characters become spaces: they carry no meaning and upset tokenisers.
-    cleaned = "".join(ch if ch.isprintable() else " " for ch in text)
-    return " ".join(cleaned.split())
 
 
 class Warmup:
@@ -207,7 +206,7 @@ class ServerState:
         from psycopg_pool import PoolTimeout
 
         from retriever.db import DatabaseError
-        from retriever.search import SearchInputError
+        from retriever.query_input import SearchInputError
 
         try:
             self.wait_ready()
@@ -231,56 +230,13 @@ class ServerState:
             ) from None
 
 
-def _check_budget(value: int, name: str = "budget_tokens") -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _bad(f"{name} must be a whole number of tokens")
-    if not MIN_BUDGET <= value <= MAX_BUDGET:
-        raise _bad(
-            f"{name} must be between {MIN_BUDGET} and {MAX_BUDGET} (got {value}); "
-            "1200 suits a quick answer, 4000 a thorough one"
-        )
-    return value
-
-
-def check_queries(queries: str | list[str]) -> tuple[list[str], list[str]]:
-    """Validated queries plus notes about what was changed (truncation)."""
-    items = [queries] if isinstance(queries, str) else queries
-    if not isinstance(items, list) or not all(isinstance(q, str) for q in items):
-        raise _bad('queries must be a string or a list of strings, e.g. ["restic backups"]')
-    total = sum(len(q.encode("utf-8", errors="replace")) for q in items)
-    if total > HARD_INPUT_BYTES:
-        raise _bad(
-            f"the queries total {total} bytes, over the {HARD_INPUT_BYTES // 1000} KB limit: "
-            f"send a short question (at most {MAX_QUERY_CHARS} characters), not a document"
-        )
-    if len(items) > MAX_QUERIES:
-        raise _bad(
-            f"at most {MAX_QUERIES} queries per call (got {len(items)}): keep the best "
-            "phrasings, or make several calls"
-        )
-    cleaned: list[str] = []
-    remarks: list[str] = []
-    for i, q in enumerate(items, start=1):
-        text = _clean_query(q)
-        if len(text) > MAX_QUERY_CHARS:
-            remarks.append(f"query {i} was cut to {MAX_QUERY_CHARS} characters")
-            text = text[:MAX_QUERY_CHARS]
-        if text:
-            cleaned.append(text)
-    if not cleaned:
-        raise _bad(
-            "the query is empty: ask a question or give key words, e.g. 'how are backups done'"
-        )
-    return cleaned, remarks
-
-
 def _check_tags(tags: list[str] | str | None) -> list[str] | None:
     if tags is None:
         return None
     items = [tags] if isinstance(tags, str) else tags
     if len(items) > MAX_TAGS or not all(isinstance(t, str) and 0 < len(t) <= 100 for t in items):
         raise _bad(f"tags must be up to {MAX_TAGS} short tag names, e.g. ['homelab']")
-    cleaned = [_clean_query(t).lstrip("#") for t in items]
+    cleaned = [clean_text(t).lstrip("#") for t in items]
     return [t for t in cleaned if t] or None
 
 
@@ -289,7 +245,7 @@ def _check_text(value: str | None, name: str, limit: int = 200) -> str | None:
         return None
     if not isinstance(value, str) or len(value) > limit:
         raise _bad(f"{name} must be a string of at most {limit} characters")
-    cleaned = _clean_query(value)
+    cleaned = clean_text(value)
     return cleaned or None
 
 
@@ -404,17 +360,15 @@ def build_server(
         modified_after: str | None,
     ) -> tuple[Any, list[str]]:
         cleaned, remarks = check_queries(queries)
-        budget = _check_budget(budget)
+        budget = check_budget(budget)
         folder_norm = None
         if folder is not None and folder.strip().strip("/"):
             folder_norm = notes.clean_relative(folder.strip().rstrip("/"), what="folder")
-        if mode is not None and not isinstance(mode, str):
-            raise _bad("mode must be 'hybrid', 'lexical' or 'semantic'")
         state.maybe_reprobe()
         result = app.search(
             cleaned,
             budget_tokens=budget,
-            mode=(mode or "hybrid").strip().lower(),
+            mode=check_mode(mode),
             folder=folder_norm,
             tags=_check_tags(tags),
             note_type=_check_text(note_type, "type"),
@@ -633,7 +587,7 @@ def build_server(
             name = _check_tool_name(tool_name)
             event = _check_hook_event(hook_event, "PreToolUse")
             found = tool_hooks.tool_query(name, _tool_input(name, tool_input))
-            budget = _check_budget(budget_tokens)
+            budget = check_budget(budget_tokens)
             if budget > MAX_HOOK_BUDGET:
                 raise _bad(f"budget_tokens must be at most {MAX_HOOK_BUDGET} here")
             if found is None or _repeated(session_id, *found):
@@ -690,7 +644,7 @@ def build_server(
             if size < 0 or size > MAX_COMPRESS_BYTES:
                 raise _bad(f"text must be a string of at most {MAX_COMPRESS_BYTES // 1_000_000} MB")
             goal = _check_text(task, "task", tool_hooks.MAX_TASK_CHARS) or ""
-            budget = _check_budget(budget_tokens)
+            budget = check_budget(budget_tokens)
             if budget > MAX_HOOK_BUDGET:
                 raise _bad(f"budget_tokens must be at most {MAX_HOOK_BUDGET} here")
             if _check_hook_event(hook_event, "PostToolUse"):

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from retriever import query_input
 from retriever.errors import InputError
 from retriever.prepare import decode_note
 from retriever.redact import redact
@@ -324,24 +325,11 @@ def read_note(
 
 
 def parse_modified_after(value: datetime | str | None) -> datetime | None:
-    """ISO date or date-time; without a zone it is UTC (as in search)."""
-    if value is None or isinstance(value, datetime):
-        parsed = value
-    elif isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return None
-        try:
-            parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            raise NoteQueryError(
-                "modified_after must be an ISO date such as 2024-05-01 or 2024-05-01T09:30"
-            ) from None
-    else:
-        raise NoteQueryError("modified_after must be an ISO date string such as 2024-05-01")
-    if parsed is not None and parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed
+    """The search contract's date check, its complaint as a note query error."""
+    try:
+        return query_input.parse_modified_after(value)
+    except query_input.SearchInputError as exc:
+        raise NoteQueryError(str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,18 +19,17 @@ from retriever.absence import AbsenceModel, signals
 from retriever.budget import allocate, estimate_tokens
 from retriever.calibration_store import LEXICAL_KEY, CalibrationCache
 from retriever.embed import Embedder, EmbedderError, InvalidVectorError
-from retriever.errors import InputError
 from retriever.graph import LinkGraph, random_walk_scores
 from retriever.lexical import BM25Params, bm25_search, query_terms, term_idf
+from retriever.query_input import (
+    MODES,
+    SearchInputError,
+    check_budget,
+)
 from retriever.ranking import DEFAULT_RANKING, GRAPH_NEIGHBOURS, Arms, Ranking, Walk, fuse
 from retriever.titles import TitleCache
 from retriever.vector import QueryVectorCache, vector_search
 
-MODES = ("hybrid", "lexical", "semantic")
-MAX_QUERIES = 4
-MAX_QUERY_CHARS = 2_000
-HARD_QUERY_LIMIT = 100_000  # longer than this is refused, not truncated
-MIN_BUDGET, MAX_BUDGET = 50, 20_000
 ARM_DEPTH = 50  # candidates per arm and query
 
 # The uncalibrated absence rule (vaults too small to calibrate): few query terms in the
@@ -40,10 +39,6 @@ ABSENT_COVERAGE = 0.4
 ABSENT_COSINE = 0.7
 
 _IDENTIFIER = re.compile(r"[a-z][A-Z]|\w_\w|\w\.\w|\d|::|->|\(\)")
-
-
-class SearchInputError(InputError):
-    """The query or options are unusable; the message says how to fix them."""
 
 
 @dataclass(slots=True)
@@ -143,46 +138,10 @@ class SearchResult:
         return "\n".join(lines).strip() + "\n"
 
 
-def validate_queries(queries: str | Sequence[str]) -> list[str]:
-    if isinstance(queries, str):
-        queries = [queries]
-    if not isinstance(queries, Sequence) or not all(isinstance(q, str) for q in queries):
-        raise SearchInputError("queries must be a string or a list of 1-4 strings")
-    cleaned: list[str] = []
-    for q in queries:
-        if len(q) > HARD_QUERY_LIMIT:
-            raise SearchInputError(
-                f"a query of {len(q)} characters is too long; send the question in at most "
-                f"{MAX_QUERY_CHARS} characters"
-            )
-        q = "".join(ch if ch.isprintable() else " " for ch in q)
-        q = " ".join(q.split())[:MAX_QUERY_CHARS]
-        if q and q not in cleaned:
-            cleaned.append(q)
-    if not cleaned:
-        raise SearchInputError("the query is empty: give at least one non-blank question")
-    # Punctuation alone matches nothing in either arm: refuse rather than return noise.
-    # (Stopwords alone stay allowed: the semantic arm can still read them.)
-    cleaned = [q for q in cleaned if has_searchable_text(q)]
-    if not cleaned:
-        raise SearchInputError(
-            "no searchable terms: the query has no letter or digit; ask with words"
-        )
-    if len(cleaned) > MAX_QUERIES:
-        raise SearchInputError(f"at most {MAX_QUERIES} queries per call (got {len(cleaned)})")
-    return cleaned
-
-
-def has_searchable_text(query: str) -> bool:
-    """Whether the query holds at least one letter or digit (in any script)."""
-    return any(ch.isalnum() for ch in query)
-
-
 def check_options(opts: SearchOptions) -> None:
     if opts.mode not in MODES:
         raise SearchInputError(f"mode must be one of {', '.join(MODES)}")
-    if not MIN_BUDGET <= opts.budget_tokens <= MAX_BUDGET:
-        raise SearchInputError(f"budget_tokens must be between {MIN_BUDGET} and {MAX_BUDGET}")
+    check_budget(opts.budget_tokens)
     if not 1 <= opts.limit <= 200:
         raise SearchInputError("limit must be between 1 and 200")
 
@@ -610,13 +569,3 @@ def _is_stale(vault: Path, row: _ChunkRow) -> bool:
     except OSError:
         return True
     return (st.st_size, st.st_mtime_ns) != (row.size, row.mtime_ns)
-
-
-def parse_modified_after(value: datetime | str | None) -> datetime | None:
-    if value is None or isinstance(value, datetime):
-        return value
-    try:
-        parsed = datetime.fromisoformat(value.strip())
-    except ValueError as exc:
-        raise SearchInputError("modified_after must be an ISO date such as 2024-05-01") from exc
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

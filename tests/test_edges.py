@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from retriever.search import SearchInputError
+from retriever.query_input import SearchInputError
 from tests.conftest import retriever_exe
 
 LONG_LINE = (

@@ -11,7 +11,7 @@ from retriever.embed import EmbedderError, InvalidVectorError
 from retriever.errors import InputError, InternalError, UnavailableError, VaultError, describe
 from retriever.mcp_server import RemoteBindError
 from retriever.notes import NotePathError, NoteQueryError
-from retriever.search import SearchInputError
+from retriever.query_input import SearchInputError
 
 
 @pytest.mark.parametrize(

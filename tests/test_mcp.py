@@ -201,7 +201,7 @@ def test_compress_tool(mcp: Caller) -> None:
     small = mcp.ok("compress", text="tiny", tool_name="Bash", hook_event="PostToolUse")
     assert small == ""  # below the threshold: the hook leaves the output alone
     assert "tool_name" in mcp.error("compress", text=wrapped, hook_event="PostToolUse")
-    assert "budget_tokens" in mcp.error("compress", text="x", budget_tokens=50)
+    assert "budget_tokens" in mcp.error("compress", text="x", budget_tokens=49)
 
 
 def test_compress_tool_redacts(mcp: Caller) -> None:
@@ -293,8 +293,8 @@ def test_search_refuses_or_survives_hostile_input(mcp: Caller, tmp_path: Path) -
     assert "100 KB" in too_big
     assert "at most 4" in mcp.error("search", queries=["a", "b", "c", "d", "e"])
     assert "empty" in mcp.error("search", queries="   \t\n ")
-    for budget in (0, 50, 9000, -1, 10**15):
-        assert "between 100 and 8000" in mcp.error("search", queries="x", budget_tokens=budget)
+    for budget in (0, 49, 20_001, -1, 10**15):
+        assert "between 50 and 20000" in mcp.error("search", queries="x", budget_tokens=budget)
     for folder in ("../", "/etc", str(tmp_path), "..%2f", "C:\\"):
         assert_safe(mcp.error("search", queries="backups", folder=folder), tmp_path)
     assert "mode" in mcp.error("search", queries="backups", mode="telepathic")

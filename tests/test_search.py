@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from retriever.app import Retriever
-from retriever.search import SearchInputError
+from retriever.query_input import SearchInputError
 
 VAULT_LINES_CACHE: dict[Path, list[str]] = {}
 
@@ -127,7 +127,7 @@ def test_hostile_queries_never_error(app: Retriever, query: str) -> None:
         ("   \n\t ", "empty"),
         ("& | ! : * ( ) \\", "no searchable terms"),
         (["a", "b", "c", "d", "e"], "at most 4"),
-        ("x" * 200_000, "too long"),
+        ("x" * 200_000, "100 KB limit"),
     ],
 )
 def test_bad_input_gets_a_clear_error(app: Retriever, queries: object, message: str) -> None:
