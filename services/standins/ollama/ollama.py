@@ -75,7 +75,9 @@ def models_root() -> Path:
 def manifest_path(name: str) -> Path:
     model, tag = canonical(name).rsplit(":", 1)
     namespace, _, base = model.rpartition("/")
-    return models_root() / "manifests" / "registry.ollama.ai" / (namespace or "library") / base / tag
+    return (
+        models_root() / "manifests" / "registry.ollama.ai" / (namespace or "library") / base / tag
+    )
 
 
 # -- server ------------------------------------------------------------------------------
@@ -165,10 +167,10 @@ def make_handler(backend: Backend) -> type[BaseHTTPRequestHandler]:
             return self.path.split("?", 1)[0].rstrip("/") or "/"
 
         # -- verbs ---------------------------------------------------------------
-        def do_HEAD(self) -> None:  # noqa: N802 - http.server's naming
+        def do_HEAD(self) -> None:
             self.do_GET()
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             path = self.route()
             if path == "/":
                 self.text(200, "Ollama is running")
@@ -181,7 +183,7 @@ def make_handler(backend: Backend) -> type[BaseHTTPRequestHandler]:
             else:
                 self.text(404, "404 page not found")
 
-        def do_DELETE(self) -> None:  # noqa: N802
+        def do_DELETE(self) -> None:
             if self.route() != "/api/delete":
                 return self.text(404, "404 page not found")
             name = self.name(self.body())
@@ -193,7 +195,7 @@ def make_handler(backend: Backend) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             try:
                 req = self.body()
             except ValueError as exc:
@@ -243,7 +245,10 @@ def make_handler(backend: Backend) -> type[BaseHTTPRequestHandler]:
                 "parameters": "",
                 "template": "",
                 "details": self.details(),
-                "model_info": {"general.architecture": "model2vec", "model2vec.embedding_length": backend.dim},
+                "model_info": {
+                    "general.architecture": "model2vec",
+                    "model2vec.embedding_length": backend.dim,
+                },
                 "capabilities": ["embedding"],
                 "modified_at": entry["modified_at"],
             }
@@ -261,8 +266,12 @@ def make_handler(backend: Backend) -> type[BaseHTTPRequestHandler]:
             digest = backend.digest(full)
             steps = [
                 {"status": "pulling manifest"},
-                {"status": f"pulling {digest[:12]}", "digest": f"sha256:{digest}",
-                 "total": backend.size, "completed": backend.size},  # fmt: skip
+                {
+                    "status": f"pulling {digest[:12]}",
+                    "digest": f"sha256:{digest}",
+                    "total": backend.size,
+                    "completed": backend.size,
+                },
                 {"status": "verifying sha256 digest"},
                 {"status": "writing manifest"},
                 {"status": "success"},
@@ -283,9 +292,7 @@ def make_handler(backend: Backend) -> type[BaseHTTPRequestHandler]:
             if not name:
                 return self.reply(400, {"error": "model is required"})
             if canonical(name) not in pulled():
-                return self.reply(
-                    404, {"error": f'model "{name}" not found, try pulling it first'}
-                )
+                return self.reply(404, {"error": f'model "{name}" not found, try pulling it first'})
             raw = req.get("prompt") if legacy else req.get("input")
             if raw is None:
                 raw = [] if not legacy else ""
