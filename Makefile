@@ -52,7 +52,7 @@ format: install
 # the local stand-ins of services/standins/ where Docker Hub is out of reach.
 DOCKER_ENGINE_HOST ?= unix:///var/run/retriever-docker.sock
 CONTAINERS := RETRIEVER_DOCKER_HOST=$(DOCKER_ENGINE_HOST) BIN=$(BIN) services/containers.sh
-PYTEST_CONTAINERS ?=
+PYTEST_CONTAINERS ?= -m "db or docker"
 
 compose-test: install
 	$(CONTAINERS) compose-test

@@ -297,7 +297,7 @@ def run_checks(stack: Stack, mcp: Mcp, vault: Path, port: int) -> list[Result]:
         back = poll(lambda: mcp.search(next(queries)).get("mode") == "hybrid", 120, 3)
         if back is None:
             raise CheckFailed("hybrid not restored within 120 s of ollama being healthy")
-        return f"stopped: lexical ({reason[:60]}); restarted: hybrid again after {back:.0f} s"
+        return f"stopped: lexical ({reason.split(' at ')[0]}); restarted: hybrid again after {back:.0f} s"
 
     check("embedder down -> lexical -> hybrid", fallback)
 

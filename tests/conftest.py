@@ -40,6 +40,13 @@ def retriever_exe() -> str:
     return which
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses the database server `db` (`make test-containers` runs those)."""
+    for item in items:
+        if "pg_server_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.db)
+
+
 def docker_available() -> bool:
     if not shutil.which("docker"):
         return False
@@ -62,7 +69,10 @@ def pg_server_url() -> Iterator[str]:
         yield url
         return
     if docker_available():
-        from testcontainers.postgres import PostgresContainer
+        try:
+            from testcontainers.community.postgres import PostgresContainer
+        except ImportError:  # testcontainers before the community/ layout
+            from testcontainers.postgres import PostgresContainer
 
         image = os.environ.get("RETRIEVER_TEST_PG_IMAGE", "pgvector/pgvector:pg17")
         with PostgresContainer(image, driver=None) as container:
