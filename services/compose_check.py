@@ -52,15 +52,12 @@ class Result:
 
 def compose_command() -> list[str]:
     docker = shutil.which("docker")
-    if (
-        docker
-        and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0
-    ):
-        return [docker, "compose"]
-    legacy = shutil.which("docker-compose")
-    if legacy:
-        return [legacy]
-    raise SystemExit("error: neither `docker compose` nor `docker-compose` is installed")
+    probe = [docker or "docker", "compose", "version"]
+    if docker is None or subprocess.run(probe, capture_output=True).returncode != 0:
+        raise SystemExit(
+            "error: the docker compose v2 plugin is not installed (engine.sh installs it)"
+        )
+    return [docker, "compose"]
 
 
 def free_port() -> int:

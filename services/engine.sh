@@ -48,10 +48,11 @@ apt_install() {
 }
 
 # The compose v2 plugin: Debian trixie's docker-compose package (bookworm has only v1),
-# taken from a trixie container because this host may be bookworm. Falls back to Debian's
-# docker-compose v1, which reads the same file.
+# taken from a trixie container because this host may be bookworm. Debian's docker-compose
+# v1 (1.29) is no fallback: it rejects docker-compose.yml's top-level `name:` (project
+# name, kept so existing users' volumes keep their names); it accepts everything else.
 ensure_compose() {
-    if docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null; then
+    if docker compose version >/dev/null 2>&1; then
         return
     fi
     local here
@@ -67,8 +68,7 @@ ensure_compose() {
         return
     fi
     rm -f "$plugin_dir/docker-compose"
-    say "compose v2 plugin unavailable (log: /tmp/$name-compose.log); installing docker-compose v1"
-    apt_install docker-compose
+    skip "the compose v2 plugin could not be installed from Debian trixie (log: /tmp/$name-compose.log)"
 }
 
 start() {
