@@ -69,6 +69,14 @@ base() {
 scratch=$(mktemp -d /var/tmp/retriever-standins.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 
+if [ "$what" = all ]; then
+    # The two debootstraps are mostly downloads: run them side by side.
+    base trixie &
+    trixie=$!
+    base bookworm
+    wait "$trixie"
+fi
+
 if [ "$what" = all ] || [ "$what" = db ]; then
     base trixie
     build retriever-standin/pgvector:0.8.0-pg17 "$here/pgvector" retriever-standin/debian:trixie
