@@ -48,6 +48,8 @@ build_app() {
         echo "$what: error: building the app image failed (log: /tmp/retriever-app-build.log)" >&2
         exit 2
     }
+    # The image a rebuild replaced, untagged now: not kept (the layer cache stays).
+    docker image prune -f >/dev/null
 }
 
 case "$what" in
