@@ -156,7 +156,7 @@ def test_mcp_listens_inside_and_is_published_on_loopback(
     mcp = services["mcp"]
     assert mcp["command"] == [
         "retriever",
-        *("mcp", "--http", "--host", "0.0.0.0", "--port", "8765"),
+        *("serve", "--mcp", "--host", "0.0.0.0", "--port", "8765"),
     ]
     assert mcp["ports"] == ["127.0.0.1:${RETRIEVER_MCP_PORT:-8765}:8765"]
 
