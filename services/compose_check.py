@@ -242,6 +242,17 @@ def run_checks(stack: Stack, mcp: Mcp, vault: Path, port: int) -> list[Result]:
 
     check("hybrid search, example vault", hybrid)
 
+    def resident() -> str:
+        done = stack.exec(
+            "mcp", "retriever", "search", "citation line numbers", "--json", check=False
+        )
+        answer = json.loads(done.stdout)
+        if answer.get("via") != "service" or not answer.get("hits"):
+            raise CheckFailed(f"via {answer.get('via')!r}, {len(answer.get('hits') or [])} hits")
+        return f"`exec mcp retriever search` answered by the resident service ({answer['mode']})"
+
+    check("CLI in the mcp container uses the service", resident)
+
     marker = f"quokkafjord{uuid.uuid4().hex[:6]}"
     note = f"Standin check {marker}.md"
 
