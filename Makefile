@@ -11,7 +11,7 @@ CORPUS ?= ../shared/corpora/win32-17k
 MODEL ?= ../shared/models/m2v-minilm-256
 CASES ?= ../shared/corpora/dendron-vault-cases.jsonl
 
-.PHONY: install run index serve test lint format compose-test test-containers engine engine-stop bench bench-index bench-quality bench-hooks bench-cli bench-calibration calibrate eval up down logs clean
+.PHONY: install run index serve test test-fast lint format compose-test test-containers engine engine-stop bench bench-index bench-quality bench-hooks bench-cli bench-calibration calibrate eval up down logs clean
 
 $(BIN)/retriever: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ index: install
 
 serve: install
 	RETRIEVER_VAULT="$(VAULT)" $(BIN)/retriever mcp --http --port $(PORT) --print-config
+
+# The pure stages only: no PostgreSQL, no subprocess that starts one (about a minute).
+test-fast: install
+	$(BIN)/pytest -q -m "not db and not server and not docker"
 
 test: install
 	$(BIN)/ruff check $(LINTED)

@@ -87,6 +87,7 @@ def test_the_time_limit_bounds_the_scan(tmp_path: Path) -> None:
     assert "time limit" in (result.degraded_reason or "")
 
 
+@pytest.mark.server
 def test_an_embedded_server_that_cannot_start_still_answers(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -135,6 +136,7 @@ def test_a_malformed_url_is_refused_not_papered_over(tmp_path: Path, url: str) -
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.server
 def test_a_killed_embedded_server_falls_back_then_recovers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,6 +21,8 @@ from retriever import client
 from tests.conftest import retriever_exe
 from tests.test_signals import _postmaster, _wait_gone
 
+pytestmark = pytest.mark.server
+
 
 def _env(home: Path, model: Path | str = "none", **extra: str) -> dict[str, str]:
     env = {

@@ -15,6 +15,8 @@ import pytest
 
 from tests.conftest import retriever_exe
 
+pytestmark = pytest.mark.server
+
 
 def _postmaster(home: Path) -> psutil.Process | None:
     pidfile = home / "pgdata" / "postmaster.pid"
