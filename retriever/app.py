@@ -24,7 +24,12 @@ from retriever.db import (
 from retriever.embed import Embedder, EmbedderError, load_embedder
 from retriever.index import LOCK_BUSY, IndexReport, ProgressFn, changed_files, index_vault
 from retriever.lexical import BM25Params
-from retriever.query_input import SearchInputError, parse_modified_after, validate_queries
+from retriever.query_input import (
+    SearchInputError,
+    check_mode,
+    parse_modified_after,
+    validate_queries,
+)
 from retriever.ranking import FUSION_CHOICES, Ranking
 from retriever.search import Searcher, SearchOptions, SearchResult, check_options
 
@@ -226,9 +231,10 @@ class Retriever:
     ) -> SearchResult:
         """Search the vault. Raises SearchInputError (a ValueError) for unusable input."""
         cleaned = validate_queries(queries)
-        opts = SearchOptions(
-            budget_tokens=self.settings.budget_tokens if budget_tokens is None else budget_tokens,
-            mode=mode or "hybrid",
+        opts = SearchOptions.from_settings(
+            self.settings,
+            budget_tokens=budget_tokens,
+            mode=check_mode(mode),
             ranking=ranking,
             overrides={**self._ranking_overrides(fusion, graph), **(overrides or {})},
             folder=folder,
@@ -236,9 +242,6 @@ class Retriever:
             note_type=note_type,
             modified_after=parse_modified_after(modified_after),  # type: ignore[arg-type]
             limit=limit,
-            bm25=self.bm25(),
-            absent_coverage=self.settings.absent_coverage,
-            absent_cosine=self.settings.absent_cosine,
         )
         check_options(opts)
         try:

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psycopg
@@ -23,12 +23,16 @@ from retriever.graph import LinkGraph, random_walk_scores
 from retriever.lexical import BM25Params, bm25_search, query_terms, term_idf
 from retriever.query_input import (
     MODES,
+    Mode,
     SearchInputError,
     check_budget,
 )
 from retriever.ranking import DEFAULT_RANKING, GRAPH_NEIGHBOURS, Arms, Ranking, Walk, fuse
 from retriever.titles import TitleCache
 from retriever.vector import QueryVectorCache, vector_search
+
+if TYPE_CHECKING:
+    from retriever.config import Settings
 
 ARM_DEPTH = 50  # candidates per arm and query
 
@@ -44,7 +48,7 @@ _IDENTIFIER = re.compile(r"[a-z][A-Z]|\w_\w|\w\.\w|\d|::|->|\(\)")
 @dataclass(slots=True)
 class SearchOptions:
     budget_tokens: int = 1200
-    mode: str = "hybrid"
+    mode: Mode = "hybrid"
     ranking: Ranking | None = None  # a fixed ranking (eval ablation); None: calibrated
     overrides: dict[str, Any] = field(default_factory=dict)  # settings/flags over calibration
     absent_coverage: float = ABSENT_COVERAGE
@@ -55,6 +59,21 @@ class SearchOptions:
     modified_after: datetime | None = None
     limit: int = 30
     bm25: BM25Params = field(default_factory=BM25Params)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **given: Any) -> SearchOptions:
+        """One search's options: the settings' defaults, then what the caller gave (None
+        means "not given")."""
+        opts = cls(
+            budget_tokens=settings.budget_tokens,
+            bm25=BM25Params(settings.bm25_k1, settings.bm25_b),
+            absent_coverage=settings.absent_coverage,
+            absent_cosine=settings.absent_cosine,
+        )
+        for name, value in given.items():
+            if value is not None:
+                setattr(opts, name, value)
+        return opts
 
 
 @dataclass(slots=True)
