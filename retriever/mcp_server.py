@@ -303,6 +303,50 @@ def _cap_text(text: str, limit: int = MAX_OUTPUT_BYTES) -> str:
     return cut.rsplit("\n", 1)[0] + "\n\n(cut to fit the output limit; ask a narrower question)\n"
 
 
+# The tools' docstrings are the descriptions the calling model reads. "Examples" has no
+# colon on purpose: FastMCP's docstring parser drops a Google-style "Examples:" section.
+READ_ONLY = {
+    "readOnlyHint": True,
+    "destructiveHint": False,
+    "idempotentHint": True,
+    "openWorldHint": False,
+}
+
+
+def _do_search(
+    state: ServerState,
+    queries: str | list[str],
+    budget: int,
+    mode: str | None,
+    folder: str | None,
+    tags: list[str] | str | None,
+    note_type: str | None,
+    modified_after: str | None,
+) -> tuple[Any, list[str]]:
+    cleaned, remarks = check_queries(queries)
+    budget = check_budget(budget)
+    folder_norm = None
+    if folder is not None and folder.strip().strip("/"):
+        folder_norm = notes.clean_relative(folder.strip().rstrip("/"), what="folder")
+    state.maybe_reprobe()
+    result = state.app.search(
+        cleaned,
+        budget_tokens=budget,
+        mode=check_mode(mode),
+        folder=folder_norm,
+        tags=_check_tags(tags),
+        note_type=_check_text(note_type, "type"),
+        modified_after=_check_text(modified_after, "modified_after", 40),
+    )
+    if folder_norm:
+        # The folder is a promise to the caller: hold it even for hits another arm
+        # (the link-graph walk) brought in from elsewhere.
+        prefix = folder_norm + "/"
+        result.hits = [h for h in result.hits if h.path.startswith(prefix)]
+        result.used_tokens = sum(h.tokens for h in result.hits)
+    return result, remarks
+
+
 def build_server(
     app: Retriever,
     *,
@@ -341,48 +385,16 @@ def build_server(
         auth=auth,
         on_duplicate="error",
     )
-    # Docstrings below are the tool descriptions the calling model reads. "Examples" has no
-    # colon on purpose: FastMCP's docstring parser drops a Google-style "Examples:" section.
-    read_only = {
-        "readOnlyHint": True,
-        "destructiveHint": False,
-        "idempotentHint": True,
-        "openWorldHint": False,
-    }
+    for register in (_search_tools, _note_tools, _hook_tools, _health_tool):
+        register(server, state)
+    server.retriever_state = state  # type: ignore[attr-defined]  # for tests and the CLI
+    return server
 
-    def do_search(
-        queries: str | list[str],
-        budget: int,
-        mode: str | None,
-        folder: str | None,
-        tags: list[str] | str | None,
-        note_type: str | None,
-        modified_after: str | None,
-    ) -> tuple[Any, list[str]]:
-        cleaned, remarks = check_queries(queries)
-        budget = check_budget(budget)
-        folder_norm = None
-        if folder is not None and folder.strip().strip("/"):
-            folder_norm = notes.clean_relative(folder.strip().rstrip("/"), what="folder")
-        state.maybe_reprobe()
-        result = app.search(
-            cleaned,
-            budget_tokens=budget,
-            mode=check_mode(mode),
-            folder=folder_norm,
-            tags=_check_tags(tags),
-            note_type=_check_text(note_type, "type"),
-            modified_after=_check_text(modified_after, "modified_after", 40),
-        )
-        if folder_norm:
-            # The folder is a promise to the caller: hold it even for hits another arm
-            # (the link-graph walk) brought in from elsewhere.
-            prefix = folder_norm + "/"
-            result.hits = [h for h in result.hits if h.path.startswith(prefix)]
-            result.used_tokens = sum(h.tokens for h in result.hits)
-        return result, remarks
 
-    @server.tool(annotations=read_only)
+def _search_tools(server: FastMCP, state: ServerState) -> None:
+    """search and get_context: the vault searched, cited, within a budget."""
+
+    @server.tool(annotations=READ_ONLY)
     def search(
         queries: Annotated[
             str | list[str],
@@ -426,8 +438,8 @@ def build_server(
         """
 
         def body() -> dict[str, Any]:
-            result, remarks = do_search(
-                queries, budget_tokens, mode, folder, tags, type, modified_after
+            result, remarks = _do_search(
+                state, queries, budget_tokens, mode, folder, tags, type, modified_after
             )
             data = result.to_dict()
             data["mode"] = result.mode
@@ -442,7 +454,7 @@ def build_server(
 
         return state.run("search", body)
 
-    @server.tool(annotations=read_only)
+    @server.tool(annotations=READ_ONLY)
     def get_context(
         topic: Annotated[str, Field(description="What the conversation needs background on.")],
         budget_tokens: Annotated[
@@ -460,7 +472,7 @@ def build_server(
         """
 
         def body() -> str:
-            result, remarks = do_search(topic, budget_tokens, None, None, None, None, None)
+            result, remarks = _do_search(state, topic, budget_tokens, None, None, None, None, None)
             text = result.to_markdown()
             if result.degraded_reason:
                 # The reason may name a model path on this machine: scrub just that line.
@@ -473,7 +485,12 @@ def build_server(
 
         return state.run("get_context", body)
 
-    @server.tool(annotations=read_only)
+
+def _note_tools(server: FastMCP, state: ServerState) -> None:
+    """read_note, list_notes and links: the vault read, confined to it."""
+    app = state.app
+
+    @server.tool(annotations=READ_ONLY)
     def read_note(
         path: Annotated[
             str,
@@ -499,7 +516,7 @@ def build_server(
             lambda: _redact_all(notes.read_note(app, path, start_line, end_line)),
         )
 
-    @server.tool(annotations=read_only)
+    @server.tool(annotations=READ_ONLY)
     def list_notes(
         folder: Annotated[str | None, Field(description="Vault folder, e.g. 'travel'.")] = None,
         tag: Annotated[
@@ -531,7 +548,7 @@ def build_server(
             ),
         )
 
-    @server.tool(annotations=read_only)
+    @server.tool(annotations=READ_ONLY)
     def links(
         path: Annotated[str, Field(description="Vault-relative note path.")],
         direction: Annotated[
@@ -552,7 +569,12 @@ def build_server(
             "links", lambda: _redact_all(notes.note_links(app, path, direction, depth))
         )
 
-    @server.tool(annotations=read_only)
+
+def _hook_tools(server: FastMCP, state: ServerState) -> None:
+    """context_for_tool and compress: what the agent hooks do, as tools."""
+    app = state.app
+
+    @server.tool(annotations=READ_ONLY)
     def context_for_tool(
         tool_name: Annotated[
             str, Field(description="The tool about to run: 'Read', 'Bash', 'WebSearch', ...")
@@ -610,7 +632,7 @@ def build_server(
             return False
         return tool_hooks.is_repeat(folder, sid, key, query)
 
-    @server.tool(annotations=read_only)
+    @server.tool(annotations=READ_ONLY)
     def compress(
         text: Annotated[
             str, Field(description="A long text: build log, test run, command output, page, JSON.")
@@ -675,7 +697,11 @@ def build_server(
             name, text, task, "", threshold=settings.hook_compress_threshold, budget_tokens=budget
         )
 
-    @server.tool(annotations=read_only)
+
+def _health_tool(server: FastMCP, state: ServerState) -> None:
+    """health: whether search works, and how well."""
+
+    @server.tool(annotations=READ_ONLY)
     def health() -> dict[str, Any]:
         """Is search working, and how well? Checks database, schema, embedder and index.
 
@@ -691,9 +717,6 @@ def build_server(
             return _redact_all(state.scrub_all(data))
 
         return state.run("health", body)
-
-    server.retriever_state = state  # type: ignore[attr-defined]  # for tests and the CLI
-    return server
 
 
 # --------------------------------------------------------------------------- running
