@@ -268,9 +268,13 @@ class Retriever:
         embedder, error = (None, None) if opts.mode == "lexical" else self.embedder()
         with db.connection() as conn:
             result, failure = self._searcher.search(
-                conn, cleaned, opts, vault=self.settings.resolved_vault(),
-                embedder=embedder, embed_error=error,
-            )  # fmt: skip
+                conn,
+                cleaned,
+                opts,
+                vault=self.settings.resolved_vault(),
+                embedder=embedder,
+                embed_error=error,
+            )
             conn.commit()
         if failure:
             self.embedder_failed(failure)
@@ -354,10 +358,15 @@ class Retriever:
             from retriever.calibrate import calibrate
 
             with conn.transaction():
-                result = calibrate(conn, self._searcher, embedder=embedder if model else None,
-                                   model=model, bm25=self.bm25(),
-                                   absent_coverage=self.settings.absent_coverage,
-                                   absent_quantile=self.settings.absent_quantile)  # fmt: skip
+                result = calibrate(
+                    conn,
+                    self._searcher,
+                    embedder=embedder if model else None,
+                    model=model,
+                    bm25=self.bm25(),
+                    absent_coverage=self.settings.absent_coverage,
+                    absent_quantile=self.settings.absent_quantile,
+                )
         return result
 
     def calibration(self) -> dict[str, Any] | None:
@@ -422,8 +431,11 @@ class Retriever:
             # Without a working embedder we cannot tell which vectors are current: keep all.
             models = store.gc_embeddings(conn, embedder.fingerprint) if embedder else 0
             calibrations = calibration_store.gc(conn) if embedder else 0
-        return {"passages_removed": passages, "models_removed": models,
-                "calibrations_removed": calibrations}  # fmt: skip
+        return {
+            "passages_removed": passages,
+            "models_removed": models,
+            "calibrations_removed": calibrations,
+        }
 
 
 class AppPool:

@@ -128,9 +128,17 @@ def load_notes(
     for doc, chunk, trail, text, ctype in rows:
         sections.setdefault(int(doc), []).append(Section(int(chunk), tuple(trail), text, ctype))
     anchors = _anchors(conn, ids)
-    notes = [NoteSample(int(by_path[p][0]), p, by_path[p][2], tuple(by_path[p][3]),
-                        tuple(sections.get(int(by_path[p][0]), ())),
-                        tuple(anchors.get(int(by_path[p][0]), ()))) for p in chosen]  # fmt: skip
+    notes = [
+        NoteSample(
+            int(by_path[p][0]),
+            p,
+            by_path[p][2],
+            tuple(by_path[p][3]),
+            tuple(sections.get(int(by_path[p][0]), ())),
+            tuple(anchors.get(int(by_path[p][0]), ())),
+        )
+        for p in chosen
+    ]
     return notes, _shared_names(docs), _common_headings(conn), len(docs)
 
 
@@ -267,8 +275,14 @@ class Chooser:
         return ahead > max(NOISE_FLOOR, CLEAR_WIN * noise)
 
     def table(self) -> list[dict[str, Any]]:
-        rows = [{"ranking": r.label(), "choose": round(float(s.mean()), 4),
-                 "report": round(self.report_score(r), 4)} for r, s in self.seen.items()]  # fmt: skip
+        rows = [
+            {
+                "ranking": r.label(),
+                "choose": round(float(s.mean()), 4),
+                "report": round(self.report_score(r), 4),
+            }
+            for r, s in self.seen.items()
+        ]
         return sorted(rows, key=lambda r: -r["choose"])
 
 
@@ -286,8 +300,11 @@ def choose_ranking(chooser: Chooser, *, hybrid: bool) -> Ranking:
     current = chooser.pick([current.with_(graph_weight=g) for g in GRAPH_GRID])
     current = chooser.pick([current.with_(identifier_lean=x) for x in LEAN_GRID])
     if hybrid:
-        settled = {"title_weight": current.title_weight, "graph_weight": current.graph_weight,
-                   "identifier_lean": current.identifier_lean}  # fmt: skip
+        settled = {
+            "title_weight": current.title_weight,
+            "graph_weight": current.graph_weight,
+            "identifier_lean": current.identifier_lean,
+        }
         if current.method not in ("lexical", "semantic"):
             current = chooser.pick([current, *[r.with_(**settled) for r in grid]])
     return current
@@ -367,9 +384,13 @@ def fit_absence(
     model = absence.fit(fit.present, semantic=semantic, coverage=coverage, quantile=quantile)
     rep = absence_signals(conn, chooser.bench, ranking, report)
     found = [m for m, f in zip(rep.missing, rep.found, strict=True) if f]
-    return {"model": model.to_dict(), "report": {
-        **absence.rates(model, rep.present, rep.missing),
-        "found_absent_flagged": absence.rates(model, [], found)["absent_flagged"]}}  # fmt: skip
+    return {
+        "model": model.to_dict(),
+        "report": {
+            **absence.rates(model, rep.present, rep.missing),
+            "found_absent_flagged": absence.rates(model, [], found)["absent_flagged"],
+        },
+    }
 
 
 # --- the whole run ---------------------------------------------------------------------
@@ -406,45 +427,77 @@ def calibrate(
     key = embedder.fingerprint if embedder is not None and model is not None else LEXICAL_KEY
     notes, shared, common, n_docs = load_notes(conn, MAX_QUERIES)
     if n_docs < MIN_NOTES:
-        return _too_small(conn, key, n_docs, f"{n_docs} notes: too few to calibrate "
-                                             f"(at least {MIN_NOTES})")  # fmt: skip
-    queries = make_queries(notes, limit=MAX_QUERIES, shared_names=shared, common_headings=common,
-                           rarity=_rarity(conn, notes))  # fmt: skip
+        return _too_small(
+            conn, key, n_docs, f"{n_docs} notes: too few to calibrate (at least {MIN_NOTES})"
+        )
+    queries = make_queries(
+        notes,
+        limit=MAX_QUERIES,
+        shared_names=shared,
+        common_headings=common,
+        rarity=_rarity(conn, notes),
+    )
     halves = [sum(q.split == s for q in queries) for s in ("choose", "report")]
     few = len(queries) < MIN_QUERIES or min(halves) < MIN_QUERIES // 4
     if few and sum(q.kind != "title" for q in queries) < 2 * MIN_ABSENCE_QUERIES:
-        return _too_small(conn, key, n_docs, f"the notes give only {len(queries)} usable "
-                                             "pseudo-queries")  # fmt: skip
+        return _too_small(
+            conn, key, n_docs, f"the notes give only {len(queries)} usable pseudo-queries"
+        )
     searcher.titles.get(conn)
     arms = run_arms(conn, searcher, queries, embedder=embedder, model=model, bm25=bm25)
     walk = CachedWalk(searcher.walker(conn, Scope("", {})))
     split = {s: [i for i, q in enumerate(queries) if q.split == s] for s in ("choose", "report")}
     gathered = time.perf_counter() - started
-    lexical = Chooser(Workbench(queries, [_lexical_only(a) for a in arms],
-                                searcher.titles.first_chunk, walk), split["choose"], split["report"])  # fmt: skip
+    lexical = Chooser(
+        Workbench(queries, [_lexical_only(a) for a in arms], searcher.titles.first_chunk, walk),
+        split["choose"],
+        split["report"],
+    )
     lex_ranking = DEFAULT_RANKING if few else choose_ranking(lexical, hybrid=False)
     limits = {"coverage": absent_coverage, "quantile": absent_quantile}
     lex_absence = fit_absence(conn, lexical, lex_ranking, semantic=False, **limits)
     generation = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()
-    base = {"status": "calibrated", "notes": n_docs, "queries": len(queries),
-            "vault_generation": (generation[0] or {}).get("at") if generation else None,
-            "kinds": dict(Counter(q.kind for q in queries)), "choose": len(split["choose"]),
-            "report": len(split["report"]),
-            "ranking_source": (f"default: {len(queries)} pseudo-queries are too few to choose "
-                               "a ranking (absence thresholds are still calibrated)")
-                              if few else "pseudo-queries"}  # fmt: skip
-    results = {LEXICAL_KEY: {**base, **_summary(lexical, lex_ranking, lex_ranking),
-                             "absence": _present({"lexical": lex_absence})}}  # fmt: skip
+    base = {
+        "status": "calibrated",
+        "notes": n_docs,
+        "queries": len(queries),
+        "vault_generation": (generation[0] or {}).get("at") if generation else None,
+        "kinds": dict(Counter(q.kind for q in queries)),
+        "choose": len(split["choose"]),
+        "report": len(split["report"]),
+        "ranking_source": (
+            f"default: {len(queries)} pseudo-queries are too few to choose "
+            "a ranking (absence thresholds are still calibrated)"
+        )
+        if few
+        else "pseudo-queries",
+    }
+    results = {
+        LEXICAL_KEY: {
+            **base,
+            **_summary(lexical, lex_ranking, lex_ranking),
+            "absence": _present({"lexical": lex_absence}),
+        }
+    }
     if model is not None and embedder is not None:
-        hybrid = Chooser(Workbench(queries, arms, searcher.titles.first_chunk, walk),
-                         split["choose"], split["report"])  # fmt: skip
+        hybrid = Chooser(
+            Workbench(queries, arms, searcher.titles.first_chunk, walk),
+            split["choose"],
+            split["report"],
+        )
         pseudo_best = DEFAULT_RANKING if few else choose_ranking(hybrid, hybrid=True)
         ranking = DEFAULT_RANKING if few else corrected(pseudo_best)
         results[embedder.fingerprint] = {
-            **base, "model": embedder.model_id, **_summary(hybrid, pseudo_best, ranking),
-            "absence": _present({"hybrid": fit_absence(conn, hybrid, ranking, semantic=True,
-                                                       **limits), "lexical": lex_absence}),
-        }  # fmt: skip
+            **base,
+            "model": embedder.model_id,
+            **_summary(hybrid, pseudo_best, ranking),
+            "absence": _present(
+                {
+                    "hybrid": fit_absence(conn, hybrid, ranking, semantic=True, **limits),
+                    "lexical": lex_absence,
+                }
+            ),
+        }
     seconds = round(time.perf_counter() - started, 2)
     stored = [q.to_dict() for q in queries]
     for row_key, result in results.items():
@@ -457,8 +510,12 @@ def calibrate(
 def _too_small(conn: psycopg.Connection, key: str, n_docs: int, why: str) -> dict[str, Any]:
     """Stored too, so that status says why the defaults apply (and the next index run
     tries again only once the vault has grown)."""
-    result = {"status": "too_small", "notes": n_docs, "min_notes": MIN_NOTES,
-              "message": f"{why}; the default ranking applies"}  # fmt: skip
+    result = {
+        "status": "too_small",
+        "notes": n_docs,
+        "min_notes": MIN_NOTES,
+        "message": f"{why}; the default ranking applies",
+    }
     save(conn, key, n_docs, [], result)
     return result
 

@@ -56,8 +56,13 @@ def load_result(conn: psycopg.Connection, key: str) -> dict[str, Any] | None:
     ).fetchone()
     if row is None:
         return None
-    return {**row[0], "version": int(row[1]), "created_at": row[2].isoformat(),
-            "n_docs": int(row[3]), "changed_docs": int(row[4])}  # fmt: skip
+    return {
+        **row[0],
+        "version": int(row[1]),
+        "created_at": row[2].isoformat(),
+        "n_docs": int(row[3]),
+        "changed_docs": int(row[4]),
+    }
 
 
 def note_vault_change(conn: psycopg.Connection, notes: int) -> None:
@@ -130,9 +135,13 @@ class CalibrationCache:
 def summary(result: dict[str, Any] | None) -> dict[str, Any]:
     """A compact view of a stored calibration for status, health and MCP."""
     if not result or result.get("status") != "calibrated":
-        return {"state": "default", "ranking": None,
-                "reason": "not calibrated yet (run `retriever calibrate`)" if not result
-                else result.get("message", "not calibrated")}  # fmt: skip
+        return {
+            "state": "default",
+            "ranking": None,
+            "reason": "not calibrated yet (run `retriever calibrate`)"
+            if not result
+            else result.get("message", "not calibrated"),
+        }
     absence = result.get("absence") or {}
     arm = absence.get("hybrid") or absence.get("lexical") or {}
     return {

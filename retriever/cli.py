@@ -212,9 +212,13 @@ def _progress(*, enabled: bool):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     bar = Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err, transient=True,
-    )  # fmt: skip
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
     tasks: dict[str, Any] = {}
 
     def update(stage: str, done: int, total: int) -> None:
@@ -252,8 +256,10 @@ def _print_index_report(report: Any) -> None:
         err.print("[yellow]⚠[/yellow] vectors pending: search works lexically meanwhile")
     elif report.embed_error:
         err.print(f"[yellow]⚠[/yellow] vectors pending: {report.embed_error}")
-        err.print("  search works lexically until a model is available "
-                  "(set RETRIEVER_EMBED_MODEL to a Model2Vec path or ollama:<model>).")  # fmt: skip
+        err.print(
+            "  search works lexically until a model is available "
+            "(set RETRIEVER_EMBED_MODEL to a Model2Vec path or ollama:<model>)."
+        )
     for w in report.warnings[:20]:
         err.print(f"[yellow]⚠[/yellow] {w}")
     for e in report.errors[:20]:
@@ -273,8 +279,10 @@ def status(vault: VaultArg = None, vault_opt: VaultOpt = None, as_json: JsonOpt 
     else:
         out.print(f"vault     {st.vault}")
         out.print(f"database  {st.database}")
-        out.print(f"notes     {st.notes_indexed} of {st.notes_on_disk} indexed"
-                  f" ({st.notes_changed} changed, {st.notes_deleted} deleted since last run)")  # fmt: skip
+        out.print(
+            f"notes     {st.notes_indexed} of {st.notes_on_disk} indexed"
+            f" ({st.notes_changed} changed, {st.notes_deleted} deleted since last run)"
+        )
         out.print(f"passages  {st.passages} ({st.passages_pending} pending vectors)")
         out.print(
             f"model     {st.model}"
@@ -298,8 +306,10 @@ def describe_calibration(c: dict[str, Any]) -> str:
     line = f"{head}: {c['ranking']}, pseudo-query nDCG@10 {c['ndcg_report']:.3f}"
     rates = c.get("absence_report")
     if rates:
-        line += (f"; absence flags {rates['absent_flagged']:.0%} of left-out,"
-                 f" {rates['answerable_flagged']:.0%} of answerable")  # fmt: skip
+        line += (
+            f"; absence flags {rates['absent_flagged']:.0%} of left-out,"
+            f" {rates['answerable_flagged']:.0%} of answerable"
+        )
     return line + f" ({c['queries']} queries, {str(c['created_at'])[:16]})"
 
 
@@ -413,8 +423,15 @@ def search(
     with _Edge(as_json) as edge:
         api = edge.app(vault)
         try:
-            result = api.search(queries, budget_tokens=budget, mode=mode, fusion=fusion,
-                                graph=False if no_graph else None, folder=folder, tags=tag)  # fmt: skip
+            result = api.search(
+                queries,
+                budget_tokens=budget,
+                mode=mode,
+                fusion=fusion,
+                graph=False if no_graph else None,
+                folder=folder,
+                tags=tag,
+            )
         except SearchInputError:
             edge.prefix = "bad query: "
             raise
@@ -431,14 +448,19 @@ def _print_result(result: Any, explain: bool) -> None:
     if result.degraded_reason:
         # Said once: when the log already gave the reason, only the mode is added.
         reason = "" if _said_once.mentioned(result.degraded_reason) else result.degraded_reason
-        err.print(f"[yellow]⚠ mode {result.mode}[/yellow]" + (f": {reason}" if reason else ""),
-                  soft_wrap=True)  # fmt: skip
+        err.print(
+            f"[yellow]⚠ mode {result.mode}[/yellow]" + (f": {reason}" if reason else ""),
+            soft_wrap=True,
+        )
     for hit in result.hits:
         trail = " > ".join(hit.heading_trail)
         stale = " [yellow](changed since indexed)[/yellow]" if hit.stale else ""
         # soft_wrap: never fold passages or citations (piped output is 80 columns wide).
-        out.print(f"[bold cyan]{escape(hit.citation)}[/bold cyan]  {escape(trail)}{stale}",
-                  highlight=False, soft_wrap=True)  # fmt: skip
+        out.print(
+            f"[bold cyan]{escape(hit.citation)}[/bold cyan]  {escape(trail)}{stale}",
+            highlight=False,
+            soft_wrap=True,
+        )
         if explain:
             ranks = ", ".join(f"{k} {v if v is not None else '-'}" for k, v in hit.ranks.items())
             out.print(f"  [dim]score {hit.score:.5f} · {ranks}[/dim]")
@@ -515,9 +537,16 @@ def _eval_database(database_url: str | None, name: str) -> str | None:
 
 
 def _print_eval(report: dict[str, Any]) -> None:
-    cols = [("ndcg@10", "nDCG@10"), ("recall@10", "R@10"), ("mrr", "MRR"), ("hit@1", "Hit@1"),
-            ("hit@3", "Hit@3"), ("citation_hit_rate", "cite"), ("absent_flagged", "absent✓"),
-            ("answerable_flagged_absent", "absent✗")]  # fmt: skip
+    cols = [
+        ("ndcg@10", "nDCG@10"),
+        ("recall@10", "R@10"),
+        ("mrr", "MRR"),
+        ("hit@1", "Hit@1"),
+        ("hit@3", "Hit@3"),
+        ("citation_hit_rate", "cite"),
+        ("absent_flagged", "absent✓"),
+        ("answerable_flagged_absent", "absent✗"),
+    ]
     out.print(f"{report['cases']} cases")
     out.print(f"{'config':<22}" + "".join(f"{h:>9}" for _, h in cols) + f"{'p50ms':>8}{'p95ms':>8}")
     for r in report["results"]:
@@ -531,12 +560,16 @@ def _print_eval(report: dict[str, Any]) -> None:
     if report.get("calibration") is not None:
         from retriever.calibration_store import summary
 
-        out.print(f"calibration: {describe_calibration(summary(report['calibration']))}",
-                  highlight=False)  # fmt: skip
+        out.print(
+            f"calibration: {describe_calibration(summary(report['calibration']))}", highlight=False
+        )
     for r in report["results"]:
         for kind, m in (r.get("per_kind") or {}).items():
-            out.print(f"  {r['config']:<22} {kind:<12} nDCG@10 {m['ndcg@10']:.3f}  "
-                      f"R@10 {m['recall@10']:.3f}  MRR {m['mrr']:.3f}", highlight=False)  # fmt: skip
+            out.print(
+                f"  {r['config']:<22} {kind:<12} nDCG@10 {m['ndcg@10']:.3f}  "
+                f"R@10 {m['recall@10']:.3f}  MRR {m['mrr']:.3f}",
+                highlight=False,
+            )
 
 
 @app.command()

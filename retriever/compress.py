@@ -287,10 +287,13 @@ def _priority(units: list[Unit]) -> list[int]:
     errors = sorted((i for i, u in enumerate(units) if u.error), key=lambda i: (-units[i].score, i))
     frame = [i for i in dict.fromkeys([len(units) - 1, 0]) if i >= 0 and not units[i].error]
     rest = sorted(
-        (i for i, u in enumerate(units)
-         if not u.error and i not in frame and u.score > 0 and u.score >= REST_SHARE * best),
+        (
+            i
+            for i, u in enumerate(units)
+            if not u.error and i not in frame and u.score > 0 and u.score >= REST_SHARE * best
+        ),
         key=lambda i: (-units[i].score, i),
-    )  # fmt: skip
+    )
     return errors + frame + rest
 
 

@@ -23,8 +23,13 @@ from retriever.app import Retriever
 from retriever.ranking import Ranking
 
 MEASURES = [nDCG @ 10, R @ 10, RR, Success @ 1, Success @ 3]
-NAMES = {"nDCG@10": "ndcg@10", "R@10": "recall@10", "RR": "mrr", "Success@1": "hit@1",
-         "Success@3": "hit@3"}  # fmt: skip
+NAMES = {
+    "nDCG@10": "ndcg@10",
+    "R@10": "recall@10",
+    "RR": "mrr",
+    "Success@1": "hit@1",
+    "Success@3": "hit@3",
+}
 
 
 @dataclass(slots=True)
@@ -157,8 +162,14 @@ def run_config(
     per_case: dict[str, dict[str, Any]] = {}
     for case in cases:
         started = time.perf_counter()
-        result = app.search(case.queries, budget_tokens=budget, mode=config.mode,
-                            ranking=config.ranking, overrides=dict(config.overrides), fresh=False)  # fmt: skip
+        result = app.search(
+            case.queries,
+            budget_tokens=budget,
+            mode=config.mode,
+            ranking=config.ranking,
+            overrides=dict(config.overrides),
+            fresh=False,
+        )
         latencies.append((time.perf_counter() - started) * 1000)
         for rank, path in enumerate(result.ranked_paths[:100], start=1):
             run.append(ir_measures.ScoredDoc(case.id, path, 1.0 / rank))
@@ -168,9 +179,14 @@ def run_config(
                 h.path in case.lines and _overlaps((h.start_line, h.end_line), case.lines[h.path])
                 for h in result.hits
             )
-        per_case[case.id] = {"kind": case.kind, "absent": result.likely_absent, "cited": cited,
-                             "mode": result.mode, "coverage": result.coverage,
-                             "best_cosine": result.best_cosine}  # fmt: skip
+        per_case[case.id] = {
+            "kind": case.kind,
+            "absent": result.likely_absent,
+            "cited": cited,
+            "mode": result.mode,
+            "coverage": result.coverage,
+            "best_cosine": result.best_cosine,
+        }
     answerable = [c for c in cases if c.relevant]
     absent = [c for c in cases if not c.relevant]
     metrics: dict[str, Any] = {}
@@ -181,10 +197,12 @@ def run_config(
             by_kind[c.kind].append(c)
         if len(by_kind) > 1:
             metrics["per_kind"] = {
-                kind: _aggregate([q for q in qrels if q.query_id in {c.id for c in group}],
-                                 [r for r in run if r.query_id in {c.id for c in group}])
+                kind: _aggregate(
+                    [q for q in qrels if q.query_id in {c.id for c in group}],
+                    [r for r in run if r.query_id in {c.id for c in group}],
+                )
                 for kind, group in sorted(by_kind.items())
-            }  # fmt: skip
+            }
         citations = [per_case[c.id]["cited"] for c in answerable]
         judged = [bool(x) for x in citations if x is not None]
         if judged:
@@ -219,8 +237,14 @@ def _percentile(values: Sequence[float], pct: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def evaluate(app: Retriever, cases: Sequence[Case], *, ablate: bool, budget: int = 1200,
-             keep_per_case: bool = False) -> dict[str, Any]:  # fmt: skip
+def evaluate(
+    app: Retriever,
+    cases: Sequence[Case],
+    *,
+    ablate: bool,
+    budget: int = 1200,
+    keep_per_case: bool = False,
+) -> dict[str, Any]:
     configs = ABLATIONS if ablate else [CALIBRATED]
     results = []
     for config in configs:

@@ -206,9 +206,12 @@ def _embedder_check(app: Retriever, probe: _Probe, timeout: float) -> Check:
         else:
             hint = "set RETRIEVER_EMBED_MODEL to a Model2Vec model id or an existing folder"
         return Check(
-            "embedder", "fail", f"unavailable: {reason}", hint + "; search is keyword-only",
+            "embedder",
+            "fail",
+            f"unavailable: {reason}",
+            hint + "; search is keyword-only",
             ms=probe.ms,
-        )  # fmt: skip
+        )
     if probe.probe_error:
         # Loaded once but no longer answers sensibly: search must not use it.
         app.embedder_failed(f"health probe failed: {probe.probe_error}")
@@ -250,10 +253,13 @@ def _connect(app: Retriever, timeout: float) -> tuple[psycopg.Connection | None,
         url = database_url(app)
     except Exception as exc:  # embedded server failed to start
         return None, Check(
-            "database", "fail", _first_line(exc),
+            "database",
+            "fail",
+            _first_line(exc),
             "check RETRIEVER_HOME is writable, or set DATABASE_URL to a running PostgreSQL",
-            critical=True, ms=timer.ms,
-        )  # fmt: skip
+            critical=True,
+            ms=timer.ms,
+        )
     where = describe_url(url)
     try:
         conn = psycopg.connect(
@@ -304,9 +310,13 @@ def _extensions_check(conn: psycopg.Connection) -> Check:
                 "postgresql-contrib), then run `retriever db upgrade`"
             )
         return Check(
-            "extensions", "fail", f"missing: {', '.join(missing)}", hint, critical=True,
+            "extensions",
+            "fail",
+            f"missing: {', '.join(missing)}",
+            hint,
+            critical=True,
             ms=timer.ms,
-        )  # fmt: skip
+        )
     detail = ", ".join(f"{name} {have[name]}" for name in REQUIRED_EXTENSIONS)
     return Check("extensions", "ok", detail, critical=True, ms=timer.ms)
 
@@ -323,10 +333,13 @@ def _schema_check(conn: psycopg.Connection) -> Check:
         current = got[0] if got else None
     if current is None:
         return Check(
-            "schema", "fail", "no retriever schema in this database",
+            "schema",
+            "fail",
+            "no retriever schema in this database",
             "run `retriever db upgrade` (or `retriever index`, which migrates first)",
-            critical=True, ms=timer.ms,
-        )  # fmt: skip
+            critical=True,
+            ms=timer.ms,
+        )
     if current != head:
         return Check(
             "schema",
@@ -427,8 +440,12 @@ def _coverage_check(
     problems: list[str] = []
     hints: list[str] = []
     if vault_ok:
-        scan = scan_vault(settings.resolved_vault(), include=settings.include,
-                          exclude=settings.exclude, max_bytes=settings.max_file_bytes)  # fmt: skip
+        scan = scan_vault(
+            settings.resolved_vault(),
+            include=settings.include,
+            exclude=settings.exclude,
+            max_bytes=settings.max_file_bytes,
+        )
         on_disk = {f.path: (f.size, f.mtime_ns) for f in scan.files}
         changed = sum(1 for p, sig in on_disk.items() if states.get(p) != sig)
         deleted = sum(1 for p in states if p not in on_disk)
@@ -478,19 +495,27 @@ def _ranking_check(
     found = found or load_result(conn, LEXICAL_KEY)
     facts["calibration"] = info = summary(found)
     if info["state"] != "calibrated":
-        return Check("ranking", "ok", f"default ranking ({info['reason']})",
-                     "run `retriever calibrate` once the vault has 30 notes or more",
-                     ms=timer.ms)  # fmt: skip
+        return Check(
+            "ranking",
+            "ok",
+            f"default ranking ({info['reason']})",
+            "run `retriever calibrate` once the vault has 30 notes or more",
+            ms=timer.ms,
+        )
     rates = info.get("absence_report") or {}
     chosen = not str(info.get("ranking_source") or "").startswith("default")
     what = (
         "calibrated" if chosen else "default ranking (too few pseudo-queries), absence calibrated"
     )
-    detail = (f"{what} {str(info['created_at'])[:10]}: {info['ranking']}, "
-              f"pseudo-query nDCG@10 {info['ndcg_report']:.3f}")  # fmt: skip
+    detail = (
+        f"{what} {str(info['created_at'])[:10]}: {info['ranking']}, "
+        f"pseudo-query nDCG@10 {info['ndcg_report']:.3f}"
+    )
     if rates:
-        detail += (f"; absence flags {rates['absent_flagged']:.0%} of left-out,"
-                   f" {rates['answerable_flagged']:.0%} of answerable pseudo-queries")  # fmt: skip
+        detail += (
+            f"; absence flags {rates['absent_flagged']:.0%} of left-out,"
+            f" {rates['answerable_flagged']:.0%} of answerable pseudo-queries"
+        )
     stale = embedder is not None and info.get("model") is None
     hint = "the current model has no calibration yet: run `retriever calibrate`" if stale else None
     return Check("ranking", "ok", detail, hint, ms=timer.ms)
@@ -502,9 +527,11 @@ def _safely(name: str, fn: Callable[[], Check], *, critical: bool = False) -> Ch
     except Exception as exc:  # one broken check must not hide the others
         log.debug("health check %s crashed", name, exc_info=True)
         return Check(
-            name, "fail", f"check failed: {type(exc).__name__}: {_first_line(exc)}",
+            name,
+            "fail",
+            f"check failed: {type(exc).__name__}: {_first_line(exc)}",
             critical=critical,
-        )  # fmt: skip
+        )
 
 
 def run_health(

@@ -195,8 +195,14 @@ def prompt_context(app: Retriever, prompt: str, budget_tokens: int = 600) -> str
             "cite as path:start-end, open more with read_note; ignore if unrelated):"
         )
 
-    block = cited_block(app, _query(prompt), header, budget_tokens=budget_tokens,
-                        min_coverage=MIN_COVERAGE, what="prompt hook")  # fmt: skip
+    block = cited_block(
+        app,
+        _query(prompt),
+        header,
+        budget_tokens=budget_tokens,
+        min_coverage=MIN_COVERAGE,
+        what="prompt hook",
+    )
     return hook_output("UserPromptSubmit", block) if block else ""
 
 

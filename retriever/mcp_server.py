@@ -63,8 +63,13 @@ MAX_TAGS = 20
 DEFAULT_PORT = 8765
 MAX_HOOK_BUDGET = 4_000
 MAX_COMPRESS_BYTES = 4_000_000  # tool outputs are big; the extract is small
-_BARE_INPUT_KEYS = {"Bash": "command", "WebSearch": "query", "WebFetch": "url",
-                    "Grep": "pattern", "Glob": "pattern"}  # fmt: skip
+_BARE_INPUT_KEYS = {
+    "Bash": "command",
+    "WebSearch": "query",
+    "WebFetch": "url",
+    "Grep": "pattern",
+    "Glob": "pattern",
+}
 STARTUP_WAIT_SECONDS = 30.0
 
 INSTRUCTIONS = """\
@@ -764,8 +769,9 @@ def serve(
     if not is_loopback(host) and not token:
         log.warning(
             "listening on %s without a token: anything that reaches this port can read the "
-            "vault index", host,
-        )  # fmt: skip
+            "vault index",
+            host,
+        )
     server = build_server(app, token=token, warmup=Warmup(app).start())
     server.run(
         transport="http",
@@ -793,8 +799,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
-                        format="%(levelname)s %(name)s: %(message)s")  # fmt: skip
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
     app = Retriever(settings_from(vault=args.vault))
     try:
         serve(

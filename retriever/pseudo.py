@@ -39,18 +39,27 @@ _SKIP_TYPES = {"code", "table", "frontmatter"}
 # People ask questions: the general words around the topic ("is there a way to", "set
 # up", "find") distract BM25 and barely move an embedding, as in real questions.
 _FRAMES_EN = (
-    "how do I {}?", "how can I set up {} properly?", "is there a way to {}?",
-    "what happens when {}?", "where can I find out about {}?",
-    "what is the recommended way to handle {}?", "why does {} keep happening to me?",
-    "what should I know before I start with {}?", "I want to {}, how does that work?",
-    "I keep running into trouble with {}, any advice?", "can you explain {} in simple terms?",
+    "how do I {}?",
+    "how can I set up {} properly?",
+    "is there a way to {}?",
+    "what happens when {}?",
+    "where can I find out about {}?",
+    "what is the recommended way to handle {}?",
+    "why does {} keep happening to me?",
+    "what should I know before I start with {}?",
+    "I want to {}, how does that work?",
+    "I keep running into trouble with {}, any advice?",
+    "can you explain {} in simple terms?",
     "my colleague asked me about {}, what is the answer?",
-)  # fmt: skip
+)
 _FRAMES_FR = (
-    "comment faire pour {} ?", "est-il possible de {} ?", "où trouver des informations sur {} ?",
-    "que se passe-t-il quand {} ?", "quelle est la meilleure façon de gérer {} ?",
+    "comment faire pour {} ?",
+    "est-il possible de {} ?",
+    "où trouver des informations sur {} ?",
+    "que se passe-t-il quand {} ?",
+    "quelle est la meilleure façon de gérer {} ?",
     "j'ai un problème avec {}, une idée ?",
-)  # fmt: skip
+)
 _FR_HINTS = frozenset("le la les des une est pour dans avec sur que qui pas vous nous".split())
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _WIKILINK = re.compile(r"!?\[\[([^\]|#]*)(?:#[^\]|]*)?(?:\|([^\]]*))?\]\]")
@@ -144,14 +153,24 @@ def make_queries(
             if made == per_note or len(out) == limit:
                 break
             kind = _pick_kind(rng.random())
-            made_query = _make(kind, note, rng, shared_names or set(), common_headings or set(),
-                               rarity or {})  # fmt: skip
+            made_query = _make(
+                kind, note, rng, shared_names or set(), common_headings or set(), rarity or {}
+            )
             if made_query is None:
                 continue
             text, hide = made_query
             if text and all(q.text != text for q in out[-made:] if made):
-                out.append(PseudoQuery(f"{stable_hash('id', path, str(i)):x}", text, note.doc,
-                                       path, kind, split_of(path), hide))  # fmt: skip
+                out.append(
+                    PseudoQuery(
+                        f"{stable_hash('id', path, str(i)):x}",
+                        text,
+                        note.doc,
+                        path,
+                        kind,
+                        split_of(path),
+                        hide,
+                    )
+                )
                 made += 1
         if len(out) == limit:
             break

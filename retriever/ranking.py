@@ -126,8 +126,9 @@ class Arms:
 # fixed linear fusion at semantic weight 0.5 was within 0.01 nDCG@10 of the best fixed
 # ranking on seven of the eight development (set, model) pairs (CISI with the static model:
 # 0.015 behind BM25 alone); RRF at k=60 trailed by up to 0.05.
-DEFAULT_RANKING = Ranking(method="linear", semantic_weight=0.5, title_weight=0.5,
-                          graph_weight=0.5, identifier_lean=2.0)  # fmt: skip
+DEFAULT_RANKING = Ranking(
+    method="linear", semantic_weight=0.5, title_weight=0.5, graph_weight=0.5, identifier_lean=2.0
+)
 
 # What ``--fusion`` / RETRIEVER_FUSION name; "auto" keeps the calibrated choice.
 FUSION_CHOICES: dict[str, dict[str, Any]] = {

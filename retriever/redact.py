@@ -1173,8 +1173,15 @@ _LOGIN_PAIR = re.compile(
 # assume single spaces ("encryption key"), as people write; the regexes allow more.
 _PW_HINTS = ("password", "passphrase", "passcode", "passe", "mdp")
 # Every English phrase ends in " key": one scan for it spares the others in most notes.
-_KEY_HINTS_EN = ("encryption key", "decryption key", "master key", "backup key", "repo key",
-                 "repository key", "restic key")  # fmt: skip
+_KEY_HINTS_EN = (
+    "encryption key",
+    "decryption key",
+    "master key",
+    "backup key",
+    "repo key",
+    "repository key",
+    "restic key",
+)
 _KEY_HINTS_FR = ("chiffrement",)
 _LOGIN_HINTS = ("login", "user", "identifiant", "utilisateur")
 _VALUE_TRIM = ".,;:!?)]}\"'`*”»"

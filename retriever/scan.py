@@ -22,9 +22,8 @@ log = logging.getLogger(__name__)
 
 # Editor state, version control and software trees: never notes, often huge.
 ALWAYS_EXCLUDED_DIRS = frozenset(
-    {".obsidian", ".trash", ".git", "node_modules", ".venv", "venv", "__pycache__",
-     "site-packages"}
-)  # fmt: skip
+    {".obsidian", ".trash", ".git", "node_modules", ".venv", "venv", "__pycache__", "site-packages"}
+)
 IGNORE_FILE = ".indexignore"
 
 

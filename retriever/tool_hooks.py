@@ -261,9 +261,15 @@ def tool_context(app: Retriever, tool_name: str, query: str, budget_tokens: int)
             f"for '{query}'; cite as path:start-end; ignore if unrelated):"
         )
 
-    return cited_block(app, query, header, budget_tokens=budget_tokens,
-                       min_coverage=PRE_TOOL_MIN_COVERAGE, mode=app.settings.hook_pre_tool_mode,
-                       what="pre-tool hook")  # fmt: skip
+    return cited_block(
+        app,
+        query,
+        header,
+        budget_tokens=budget_tokens,
+        min_coverage=PRE_TOOL_MIN_COVERAGE,
+        mode=app.settings.hook_pre_tool_mode,
+        what="pre-tool hook",
+    )
 
 
 def is_repeat(folder: Path | None, session_id: object, key: str, query: str) -> bool:

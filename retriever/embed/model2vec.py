@@ -65,8 +65,14 @@ HUB_UNREACHABLE = (
     "the model hub is unreachable and {model!r} is not cached: set RETRIEVER_EMBED_MODEL "
     "to a local Model2Vec folder (or ollama:<model>; none for lexical search only)"
 )
-_OFFLINE_ERRORS = {"OfflineModeIsEnabled", "LocalEntryNotFoundError", "ConnectError",
-                   "ConnectTimeout", "ConnectionError", "NameResolutionError"}  # fmt: skip
+_OFFLINE_ERRORS = {
+    "OfflineModeIsEnabled",
+    "LocalEntryNotFoundError",
+    "ConnectError",
+    "ConnectTimeout",
+    "ConnectionError",
+    "NameResolutionError",
+}
 
 
 def _hub_unreachable(exc: BaseException) -> bool:
