@@ -45,6 +45,9 @@ PIPELINE_VERSION = f"c{CHUNKER_VERSION}-n{NORMALISER_VERSION}-r{REDACTOR_VERSION
 WRITE_BATCH = 200  # notes per transaction in big runs (each note stays atomic)
 PARALLEL_THRESHOLD = 300  # below this many changed files, workers cost more than they save
 HNSW_THRESHOLD = 20_000  # exact cosine search is fast enough below this many vectors
+# A first index of at least this many notes loads without secondary indexes and counts term
+# frequencies once at the end (store.begin_bulk): far less work than row-by-row upkeep.
+BULK_THRESHOLD = 1_000
 
 
 @dataclass(slots=True)
@@ -260,22 +263,36 @@ def _run(
     report.files_unchanged = report.files_seen - len(jobs)
 
     structure_changed = bool(deleted) or any(j.path not in states for j in jobs)
+    bulk = not states and len(jobs) >= BULK_THRESHOLD
     with db.connection() as conn:
+        if store.bulk_pending(conn):  # a bulk load died: its indexes and counts come back
+            store.finish_bulk(conn)
         # A run that died after writing notes left this set: its links need resolving.
         resolve_all = structure_changed or bool(store.get_meta(conn, "links_pending", False))
         conn.commit()
+        if bulk:
+            store.begin_bulk(conn)
         if deleted:
             with conn.transaction():
                 report.chunks_removed += store.delete_documents(conn, deleted)
                 store.set_meta(conn, "links_pending", True)
             report.files_deleted = len(deleted)
         lap("scan")
-        written, aliases_changed = _write_changes(conn, jobs, report, progress, halt)
+        written, aliases_changed = _write_changes(conn, jobs, report, progress, halt, bulk)
         lap("prepare_write")
+        if bulk:
+            store.finish_bulk(conn)
+            lap("bulk_indexes")
         if not halt.is_set() and (resolve_all or aliases_changed or written):
             # Renames, deletions and alias edits can change any link's target; an edit
             # alone only changes the edited notes' own links.
             _resolve_links(conn, report, None if resolve_all or aliases_changed else written)
+        if bulk:
+            # Every lexicon and links row was updated once (counts, targets): rewrite both
+            # without the dead versions, and give the planner statistics for the new data.
+            store.compact(conn, ["links", "lexicon"])
+            conn.execute("ANALYZE chunks, passages, documents")
+            conn.commit()
         lap("links")
         with conn.transaction():
             if written or deleted or resolve_all:  # only then can a passage be orphaned
@@ -307,6 +324,7 @@ def _write_changes(
     report: IndexReport,
     progress: ProgressFn | None,
     halt: threading.Event,
+    bulk: bool = False,
 ) -> tuple[list[str], bool]:
     """Prepare and write changed notes; returns (paths written, whether aliases changed)."""
     redactions: Counter[str] = Counter()
@@ -325,8 +343,9 @@ def _write_changes(
             # Writers of this run are serialised by the advisory lock; async commit is safe
             # because files are the truth: a lost commit is simply re-indexed next run.
             conn.execute("SET LOCAL synchronous_commit = off")
-            aliases_changed |= store.aliases_differ(conn, batch)
-            added, removed = store.write_documents(conn, batch)
+            if not bulk:  # a bulk load replaces no note
+                aliases_changed |= store.aliases_differ(conn, batch)
+            added, removed = store.write_documents(conn, batch, bulk=bulk)
             written.extend(d.path for d in batch)
             store.touch_documents(conn, touched)
             if batch:
