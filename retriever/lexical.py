@@ -155,10 +155,14 @@ def weighted_terms(fields: Iterable[tuple[str, float]]) -> LexicalData:
     for text, weight in fields:
         if not text:
             continue
-        for word in _WORD.findall(strip_accents(text)):
-            for token in _WORD_CACHE.get(word) or _tokens_of(word):
-                counts[token] = get(token, 0.0) + weight
-                length += weight
+        # Count words first (in C), then expand each distinct word once: the weights are
+        # multiples of 0.5, so n * weight equals n additions of weight exactly.
+        for word, n in Counter(_WORD.findall(strip_accents(text))).items():
+            tokens = _WORD_CACHE.get(word) or _tokens_of(word)
+            add = n * weight
+            for token in tokens:
+                counts[token] = get(token, 0.0) + add
+            length += add * len(tokens)
     terms = sorted(counts)
     return LexicalData(terms, [counts[t] for t in terms], length)
 
