@@ -19,10 +19,11 @@ import os
 import signal
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
+from itertools import islice
 from pathlib import Path
 
 import psycopg
@@ -35,7 +36,7 @@ from retriever.db import INDEX_LOCK_KEY, Database
 from retriever.embed import Embedder, EmbedderError, InvalidVectorError
 from retriever.lexical import NORMALISER_VERSION
 from retriever.links import LinkResolver
-from retriever.prepare import PreparedDoc, PrepareJob, run_job
+from retriever.prepare import PreparedDoc, PrepareJob, run_job, run_jobs
 from retriever.redact import REDACTOR_VERSION
 from retriever.scan import FileInfo, scan_vault
 
@@ -114,6 +115,10 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+JOBS_PER_TASK = 32  # notes per worker task: amortises pickling, keeps tasks short
+TASKS_IN_FLIGHT = 3  # per worker: enough to keep workers busy while the parent writes
+
+
 def _prepared(jobs: list[PrepareJob]) -> Iterator[object]:
     if len(jobs) < PARALLEL_THRESHOLD or (os.cpu_count() or 1) < 2:
         for job in jobs:
@@ -124,8 +129,19 @@ def _prepared(jobs: list[PrepareJob]) -> Iterator[object]:
     # Preload only our pure module: the default would re-import the caller's __main__,
     # which runs any unguarded script a second time inside the fork server.
     ctx.set_forkserver_preload(["retriever.prepare"])
+    tasks = [jobs[i : i + JOBS_PER_TASK] for i in range(0, len(jobs), JOBS_PER_TASK)]
     with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_ignore_sigint) as pool:
-        yield from pool.map(run_job, jobs, chunksize=32)
+        # A bounded window of tasks, not pool.map: map submits every note at once, and
+        # prepared notes then pile up in the parent whenever writing lags behind parsing.
+        window: deque[Future[list[object]]] = deque()
+        pending = iter(tasks)
+        for task in islice(pending, workers * TASKS_IN_FLIGHT):
+            window.append(pool.submit(run_jobs, task))
+        while window:
+            done = window.popleft().result()
+            for task in islice(pending, 1):
+                window.append(pool.submit(run_jobs, task))
+            yield from done
 
 
 WIPE_MIN_NOTES = 10  # losing fewer notes than this at once is never questioned
