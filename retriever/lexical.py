@@ -213,28 +213,23 @@ class BM25Params:
 def _stats(
     conn: psycopg.Connection, terms: Sequence[str]
 ) -> tuple[float, float, dict[str, tuple[int, int]]]:
-    """(N chunks, average chunk length, term -> (lexicon id, df))."""
-    row = conn.execute("SELECT n_chunks, sum_len FROM lex_stats WHERE id = 1").fetchone()
-    assert row is not None
-    n, total = row
-    found = {
-        r[0]: (int(r[1]), int(r[2]))
-        for r in conn.execute(
-            "SELECT term, id, df FROM lexicon WHERE term = ANY(%s) AND df > 0", (list(terms),)
-        ).fetchall()
-    }
+    """(N chunks, average chunk length, term -> (lexicon id, df)), in one round trip."""
+    rows = conn.execute(
+        "SELECT s.n_chunks, s.sum_len, l.term, l.id, l.df FROM lex_stats s"
+        " LEFT JOIN lexicon l ON l.term = ANY(%s) AND l.df > 0 WHERE s.id = 1",
+        (list(terms),),
+    ).fetchall()
+    assert rows, "lex_stats has no row"
+    n, total = rows[0][0], rows[0][1]
+    found = {r[2]: (int(r[3]), int(r[4])) for r in rows if r[2] is not None}
     avg = (total / n) if n else 1.0
     return float(n), float(avg or 1.0), found
 
 
 def term_idf(conn: psycopg.Connection, terms: Sequence[str]) -> tuple[dict[str, float], float]:
     """(IDF over passages of each known term, the IDF of a term no passage holds)."""
-    row = conn.execute("SELECT n_chunks FROM lex_stats WHERE id = 1").fetchone()
-    n = float(row[0]) if row else 0.0
-    found = conn.execute(
-        "SELECT term, df FROM lexicon WHERE term = ANY(%s) AND df > 0", (list(terms),)
-    ).fetchall()
-    return {t: idf(n, float(df)) for t, df in found}, idf(n, 0.0)
+    n, _, found = _stats(conn, terms)
+    return {t: idf(n, float(df)) for t, (_, df) in found.items()}, idf(n, 0.0)
 
 
 def bm25_search(
