@@ -14,6 +14,7 @@ import atexit
 import json
 import multiprocessing
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -40,7 +41,34 @@ def _reference_build(db_path: str, model: str, vault: str) -> dict[str, Any]:
     stats: dict[str, Any] = ref.build(vault)
     ref.close()
     stats["peak_rss_mb"] = hwm_rss_mb()
+    stats["cpu_s"] = round(_own_cpu_s(), 1)
     return stats
+
+
+def _own_cpu_s() -> float:
+    """CPU seconds of this process and its waited-for children (index workers)."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _server_cpu_s(pgdata: Path) -> float | None:
+    """CPU seconds the embedded server has used so far (postmaster, live backends, and the
+    backends that have exited): on a shared machine, work done is steadier than wall time."""
+    try:
+        import psutil
+
+        pm = psutil.Process(int((pgdata / "postmaster.pid").read_text().split()[0]))
+        t = pm.cpu_times()
+        total = t.user + t.system + t.children_user + t.children_system
+        for child in pm.children(recursive=True):
+            c = child.cpu_times()
+            total += c.user + c.system
+        return total
+    except (ImportError, OSError, ValueError, IndexError, psutil.Error):
+        return None
 
 
 def run(corpus: Path, model: str, home: Path | None, database_url: str | None) -> dict[str, Any]:
@@ -65,10 +93,15 @@ def run(corpus: Path, model: str, home: Path | None, database_url: str | None) -
         now = time.perf_counter() - started
         stages.setdefault(stage, [now, now])[1] = now
 
+    cpu0, pg0 = _own_cpu_s(), _server_cpu_s(home / "pgdata")
     with MemorySampler(home / "pgdata") as mem:
         started = time.perf_counter()
         report = app.index(progress=progress)
         out["full_s"] = round(time.perf_counter() - started, 2)
+    pg1 = _server_cpu_s(home / "pgdata")
+    out["cpu_s"] = round(_own_cpu_s() - cpu0, 1)  # us and the prepare workers
+    out["server_cpu_s"] = round(pg1 - pg0, 1) if pg0 is not None and pg1 is not None else None
+    out["phases_s"] = report.phases
     # Where the time went: until the last note is written, embedding, and the rest
     # (link resolution, passage GC before embedding; the HNSW build after it).
     out["stages_s"] = {k: [round(a, 1), round(b, 1)] for k, (a, b) in stages.items()}
@@ -139,6 +172,12 @@ def show(r: dict[str, Any]) -> None:
         ("chunks", r["chunks"], ref["chunks"]),
         ("full index (s)", r["full_s"], ref["seconds"]),
         ("files/s", r["files_per_s"], round(ref["files"] / ref["seconds"], 1)),
+        ("full index CPU, us + workers (s)", r.get("cpu_s", "-"), ref.get("cpu_s", "-")),
+        (
+            "full index CPU, + postgres (s)",
+            round(r["cpu_s"] + (r.get("server_cpu_s") or 0), 1) if "cpu_s" in r else "-",
+            ref.get("cpu_s", "-"),
+        ),
         ("peak RSS python (MB)", r["python_peak_mb"], ref["peak_rss_mb"]),
         ("peak RSS python, own (MB)", r["python_hwm_mb"], ref["peak_rss_mb"]),
         ("peak PSS us + workers (MB)", r["tree_peak_mb"], ref["peak_rss_mb"]),
@@ -153,6 +192,8 @@ def show(r: dict[str, Any]) -> None:
     print(f"corpus {r['corpus']}  (db start {r['db_start_s']} s, HNSW index: {r['hnsw_index']})")
     print_table(rows, ("metric", "ours", "reference", "ours/ref"))
     print("stage spans (s from start):", r["stages_s"])
+    if "phases_s" in r:
+        print("index phases (s):", r["phases_s"], "(calibration is the rest of the full index)")
     print(f"edit refresh re-indexed {r['edit_changed']} file(s), embedded {r['edit_embedded']}")
     print("per table (MiB):")
     for table, sizes in r.get("tables_mb", {}).items():
