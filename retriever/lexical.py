@@ -4,8 +4,8 @@ Normalisation: NFKC, accents folded, identifiers split (camelCase, snake_case, k
 dotted) while the whole identifier is kept as a token too, English and French stopwords
 dropped, cheap stemming. Numbers and version strings survive whole.
 
-Storage: each chunk (and each document) carries parallel arrays ``terms``/``tfs`` (weighted
-term frequencies: title and headings count more than body) and a length. A GIN index on
+Storage: each chunk carries parallel arrays ``terms``/``tfs`` (weighted term frequencies:
+title and headings count more than body) and a length. A GIN index on
 ``terms`` finds candidates; BM25 itself is computed in SQL with IDF from the ``lexicon``
 table, which the indexer keeps in step inside the same transactions.
 """
