@@ -46,12 +46,27 @@ def _reference_build(db_path: str, model: str, vault: str) -> dict[str, Any]:
 
 
 def _own_cpu_s() -> float:
-    """CPU seconds of this process and its waited-for children (index workers)."""
-    me, kids = (
-        resource.getrusage(resource.RUSAGE_SELF),
-        resource.getrusage(resource.RUSAGE_CHILDREN),
-    )
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    """CPU seconds of this process and every process under it, alive or reaped: the index
+    workers are the fork server's children, which getrusage(RUSAGE_CHILDREN) never sees."""
+    try:
+        import psutil
+    except ImportError:
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        return me.ru_utime + me.ru_stime
+    return _tree_cpu_s(psutil.Process())
+
+
+def _tree_cpu_s(root: Any) -> float:
+    import psutil
+
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.Error:
+            pass
+    return total
 
 
 def _server_cpu_s(pgdata: Path) -> float | None:
@@ -60,14 +75,8 @@ def _server_cpu_s(pgdata: Path) -> float | None:
     try:
         import psutil
 
-        pm = psutil.Process(int((pgdata / "postmaster.pid").read_text().split()[0]))
-        t = pm.cpu_times()
-        total = t.user + t.system + t.children_user + t.children_system
-        for child in pm.children(recursive=True):
-            c = child.cpu_times()
-            total += c.user + c.system
-        return total
-    except (ImportError, OSError, ValueError, IndexError, psutil.Error):
+        return _tree_cpu_s(psutil.Process(int((pgdata / "postmaster.pid").read_text().split()[0])))
+    except (ImportError, OSError, ValueError, IndexError):
         return None
 
 
