@@ -116,7 +116,7 @@ def _ignore_sigint() -> None:
 
 
 JOBS_PER_TASK = 32  # notes per worker task: amortises pickling, keeps tasks short
-TASKS_IN_FLIGHT = 3  # per worker: enough to keep workers busy while the parent writes
+TASKS_IN_FLIGHT = 8  # per worker: workers never wait while the parent writes a batch
 
 
 def _prepared(jobs: list[PrepareJob]) -> Iterator[object]:
