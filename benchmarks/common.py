@@ -189,3 +189,27 @@ def print_table(rows: list[tuple[object, ...]], header: tuple[str, ...]) -> None
     print(line.format(*("-" * w for w in widths)))
     for row in rows:
         print(line.format(*(str(x) for x in row)))
+
+
+def table_sizes_mb(conn: Any) -> dict[str, dict[str, float]]:
+    """Per table of the public schema: heap, TOAST and each index, in MiB (largest first)."""
+    rows = conn.execute(
+        """
+        SELECT c.relname, pg_relation_size(c.oid),
+               coalesce(pg_total_relation_size(c.reltoastrelid), 0)
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = 'public' AND c.relkind = 'r'
+        """
+    ).fetchall()
+    out: dict[str, dict[str, float]] = {}
+    for name, heap, toast in rows:
+        entry = {"heap": round(heap / 2**20, 1), "toast": round(toast / 2**20, 1)}
+        for idx, size in conn.execute(
+            "SELECT indexrelid::regclass::text, pg_relation_size(indexrelid) FROM pg_index"
+            " WHERE indrelid = %s::regclass",
+            (name,),
+        ).fetchall():
+            entry[f"idx {idx}"] = round(size / 2**20, 1)
+        entry["total"] = round(sum(entry.values()), 1)
+        out[name] = entry
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["total"]))

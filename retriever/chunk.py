@@ -50,6 +50,8 @@ from urllib.parse import unquote
 import yaml
 from markdown_it import MarkdownIt
 
+from retriever import md_rules
+
 CHUNKER_VERSION = "1"
 
 
@@ -90,6 +92,8 @@ class ParsedNote:
 # One shared block-level parser: the inline core rule is off (we never use inline tokens, and
 # inline parsing is most of markdown-it's cost); GFM tables on; raw HTML blocks recognised.
 _MD = MarkdownIt("commonmark", {"html": True}).enable("table").disable("inline")
+# Tables: the same decisions without a token per row and cell (see md_rules).
+_MD.block.ruler.at("table", md_rules.table, {"alt": ["paragraph", "reference"]})
 _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # Block kinds; the numeric value doubles as the per-line content-type code.

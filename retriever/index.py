@@ -19,10 +19,11 @@ import os
 import signal
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
+from itertools import islice
 from pathlib import Path
 
 import psycopg
@@ -35,7 +36,7 @@ from retriever.db import INDEX_LOCK_KEY, Database
 from retriever.embed import Embedder, EmbedderError, InvalidVectorError
 from retriever.lexical import NORMALISER_VERSION
 from retriever.links import LinkResolver
-from retriever.prepare import PreparedDoc, PrepareJob, run_job
+from retriever.prepare import PreparedDoc, PrepareJob, run_job, run_jobs
 from retriever.redact import REDACTOR_VERSION
 from retriever.scan import FileInfo, scan_vault
 
@@ -45,6 +46,9 @@ PIPELINE_VERSION = f"c{CHUNKER_VERSION}-n{NORMALISER_VERSION}-r{REDACTOR_VERSION
 WRITE_BATCH = 200  # notes per transaction in big runs (each note stays atomic)
 PARALLEL_THRESHOLD = 300  # below this many changed files, workers cost more than they save
 HNSW_THRESHOLD = 20_000  # exact cosine search is fast enough below this many vectors
+# A first index of at least this many notes loads without secondary indexes and counts term
+# frequencies once at the end (store.begin_bulk): far less work than row-by-row upkeep.
+BULK_THRESHOLD = 1_000
 
 
 @dataclass(slots=True)
@@ -111,6 +115,10 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+JOBS_PER_TASK = 32  # notes per worker task: amortises pickling, keeps tasks short
+TASKS_IN_FLIGHT = 8  # per worker: workers never wait while the parent writes a batch
+
+
 def _prepared(jobs: list[PrepareJob]) -> Iterator[object]:
     if len(jobs) < PARALLEL_THRESHOLD or (os.cpu_count() or 1) < 2:
         for job in jobs:
@@ -121,8 +129,19 @@ def _prepared(jobs: list[PrepareJob]) -> Iterator[object]:
     # Preload only our pure module: the default would re-import the caller's __main__,
     # which runs any unguarded script a second time inside the fork server.
     ctx.set_forkserver_preload(["retriever.prepare"])
+    tasks = [jobs[i : i + JOBS_PER_TASK] for i in range(0, len(jobs), JOBS_PER_TASK)]
     with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_ignore_sigint) as pool:
-        yield from pool.map(run_job, jobs, chunksize=32)
+        # A bounded window of tasks, not pool.map: map submits every note at once, and
+        # prepared notes then pile up in the parent whenever writing lags behind parsing.
+        window: deque[Future[list[object]]] = deque()
+        pending = iter(tasks)
+        for task in islice(pending, workers * TASKS_IN_FLIGHT):
+            window.append(pool.submit(run_jobs, task))
+        while window:
+            done = window.popleft().result()
+            for task in islice(pending, 1):
+                window.append(pool.submit(run_jobs, task))
+            yield from done
 
 
 WIPE_MIN_NOTES = 10  # losing fewer notes than this at once is never questioned
@@ -260,22 +279,36 @@ def _run(
     report.files_unchanged = report.files_seen - len(jobs)
 
     structure_changed = bool(deleted) or any(j.path not in states for j in jobs)
+    bulk = not states and len(jobs) >= BULK_THRESHOLD
     with db.connection() as conn:
+        if store.bulk_pending(conn):  # a bulk load died: its indexes and counts come back
+            store.finish_bulk(conn)
         # A run that died after writing notes left this set: its links need resolving.
         resolve_all = structure_changed or bool(store.get_meta(conn, "links_pending", False))
         conn.commit()
+        if bulk:
+            store.begin_bulk(conn)
         if deleted:
             with conn.transaction():
                 report.chunks_removed += store.delete_documents(conn, deleted)
                 store.set_meta(conn, "links_pending", True)
             report.files_deleted = len(deleted)
         lap("scan")
-        written, aliases_changed = _write_changes(conn, jobs, report, progress, halt)
+        written, aliases_changed = _write_changes(conn, jobs, report, progress, halt, bulk)
         lap("prepare_write")
+        if bulk:
+            store.finish_bulk(conn)
+            lap("bulk_indexes")
         if not halt.is_set() and (resolve_all or aliases_changed or written):
             # Renames, deletions and alias edits can change any link's target; an edit
             # alone only changes the edited notes' own links.
             _resolve_links(conn, report, None if resolve_all or aliases_changed else written)
+        if bulk:
+            # Every lexicon and links row was updated once (counts, targets): rewrite both
+            # without the dead versions, and give the planner statistics for the new data.
+            store.compact(conn, ["links", "lexicon"])
+            conn.execute("ANALYZE chunks, passages, documents")
+            conn.commit()
         lap("links")
         with conn.transaction():
             if written or deleted or resolve_all:  # only then can a passage be orphaned
@@ -307,6 +340,7 @@ def _write_changes(
     report: IndexReport,
     progress: ProgressFn | None,
     halt: threading.Event,
+    bulk: bool = False,
 ) -> tuple[list[str], bool]:
     """Prepare and write changed notes; returns (paths written, whether aliases changed)."""
     redactions: Counter[str] = Counter()
@@ -325,8 +359,9 @@ def _write_changes(
             # Writers of this run are serialised by the advisory lock; async commit is safe
             # because files are the truth: a lost commit is simply re-indexed next run.
             conn.execute("SET LOCAL synchronous_commit = off")
-            aliases_changed |= store.aliases_differ(conn, batch)
-            added, removed = store.write_documents(conn, batch)
+            if not bulk:  # a bulk load replaces no note
+                aliases_changed |= store.aliases_differ(conn, batch)
+            added, removed = store.write_documents(conn, batch, bulk=bulk)
             written.extend(d.path for d in batch)
             store.touch_documents(conn, touched)
             if batch:

@@ -207,3 +207,8 @@ def run_job(job: PrepareJob) -> PreparedDoc | tuple[str, int, int, bytes] | tupl
         min_chars=job.min_chars,
         max_chars=job.max_chars,
     )
+
+
+def run_jobs(jobs: list[PrepareJob]) -> list[object]:
+    """Several notes per worker task (one pickling round trip for all of them)."""
+    return [run_job(job) for job in jobs]

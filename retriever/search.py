@@ -493,7 +493,7 @@ def _coverage(conn: psycopg.Connection, chunk_id: int, queries: list[str]) -> fl
     qterms = [set(query_terms(q)) for q in queries]
     if not any(qterms):
         return 0.0
-    best_terms = _chunk_terms(conn, chunk_id)
+    best_terms = _chunk_terms(conn, chunk_id, set().union(*qterms))
     return max((len(t & best_terms) / len(t) for t in qterms if t), default=0.0)
 
 
@@ -537,12 +537,13 @@ def _cut_line(line: str, room: int) -> str:
     return head.rstrip() + "…"
 
 
-def _chunk_terms(conn: psycopg.Connection, chunk_id: int) -> set[str]:
-    """The normalised terms of one chunk (its lexicon ids turned back into words)."""
+def _chunk_terms(conn: psycopg.Connection, chunk_id: int, among: set[str]) -> set[str]:
+    """Which of the terms ``among`` one chunk holds (a few lexicon lookups by term, not one
+    per term of the chunk)."""
     rows = conn.execute(
-        "SELECT l.term FROM chunks c CROSS JOIN unnest(c.terms) AS u(id)"
-        " JOIN lexicon l ON l.id = u.id WHERE c.id = %s",
-        (chunk_id,),
+        "SELECT l.term FROM chunks c JOIN lexicon l ON l.term = ANY(%s) AND l.id = ANY(c.terms)"
+        " WHERE c.id = %s",
+        (sorted(among), chunk_id),
     ).fetchall()
     return {r[0] for r in rows}
 

@@ -12,6 +12,7 @@ import numpy as np
 import psycopg
 from pgvector import HalfVector
 
+from retriever.chunk import Link
 from retriever.prepare import PreparedDoc, embedding_input
 
 
@@ -44,62 +45,49 @@ def set_meta(conn: psycopg.Connection, key: str, value: object) -> None:
 @dataclass(slots=True)
 class _Deltas:
     df: Counter[int]  # keyed by lexicon id
-    ddf: Counter[int]
     n_chunks: int = 0
     sum_len: float = 0.0
-    n_docs: int = 0
-    sum_doc_len: float = 0.0
 
 
 def _forget(conn: psycopg.Connection, doc_ids: list[int], deltas: _Deltas) -> int:
     """Remove the chunks and links of ``doc_ids``, subtracting them from the BM25 stats."""
     if not doc_ids:
         return 0
-    for term, count in conn.execute(
-        "SELECT t, count(*) FROM chunks, unnest(terms) AS t WHERE doc_id = ANY(%s) GROUP BY t",
-        (doc_ids,),
+    removed, total = 0, 0.0
+    for term, count, n, length in conn.execute(
+        "SELECT t, count(*), NULL::bigint, NULL::float8 FROM chunks, unnest(terms) AS t"
+        " WHERE doc_id = ANY(%s) GROUP BY t"
+        " UNION ALL SELECT NULL, NULL, count(*), coalesce(sum(len), 0) FROM chunks"
+        " WHERE doc_id = ANY(%s)",
+        (doc_ids, doc_ids),
     ):
-        deltas.df[term] -= count
-    for term, count in conn.execute(
-        "SELECT t, count(DISTINCT doc_id) FROM chunks, unnest(terms) AS t"
-        " WHERE doc_id = ANY(%s) GROUP BY t",
-        (doc_ids,),
-    ):
-        deltas.ddf[term] -= count
-    row = conn.execute(
-        "SELECT count(*), coalesce(sum(len), 0) FROM chunks WHERE doc_id = ANY(%s)", (doc_ids,)
-    ).fetchone()
-    assert row is not None
-    removed = int(row[0])
+        if term is None:
+            removed, total = int(n), float(length)
+        else:
+            deltas.df[term] -= count
     deltas.n_chunks -= removed
-    deltas.sum_len -= float(row[1])
-    deltas.sum_doc_len -= float(row[1])  # a document's length is the sum of its chunks'
-    deltas.n_docs -= len(doc_ids)
+    deltas.sum_len -= total
     conn.execute("DELETE FROM chunks WHERE doc_id = ANY(%s)", (doc_ids,))
     conn.execute("DELETE FROM links WHERE doc_id = ANY(%s)", (doc_ids,))
     return removed
 
 
 def _apply(conn: psycopg.Connection, deltas: _Deltas) -> None:
-    ids = sorted(set(deltas.df) | set(deltas.ddf))
+    ids = sorted(t for t, d in deltas.df.items() if d)
     if ids:
         conn.execute(
             """
-            UPDATE lexicon AS l SET df = l.df + u.df, ddf = l.ddf + u.ddf
-            FROM unnest(%s::int[], %s::int[], %s::int[]) AS u(id, df, ddf)
+            UPDATE lexicon AS l SET df = l.df + u.df
+            FROM unnest(%s::int[], %s::int[]) AS u(id, df)
             WHERE l.id = u.id
             """,
-            (ids, [deltas.df[t] for t in ids], [deltas.ddf[t] for t in ids]),
+            (ids, [deltas.df[t] for t in ids]),
         )
         # A term no chunk holds any more is forgotten (no chunk refers to its id).
-        conn.execute("DELETE FROM lexicon WHERE id = ANY(%s) AND df <= 0 AND ddf <= 0", (ids,))
+        conn.execute("DELETE FROM lexicon WHERE id = ANY(%s) AND df <= 0", (ids,))
     conn.execute(
-        """
-        UPDATE lex_stats SET n_chunks = n_chunks + %s, sum_len = sum_len + %s,
-                             n_docs = n_docs + %s, sum_doc_len = sum_doc_len + %s
-        WHERE id = 1
-        """,
-        (deltas.n_chunks, deltas.sum_len, deltas.n_docs, deltas.sum_doc_len),
+        "UPDATE lex_stats SET n_chunks = n_chunks + %s, sum_len = sum_len + %s WHERE id = 1",
+        (deltas.n_chunks, deltas.sum_len),
     )
 
 
@@ -125,17 +113,78 @@ def aliases_differ(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> boo
     return any(list(old.get(d.path) or []) != list(d.aliases) for d in docs)
 
 
-def write_documents(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> tuple[int, int]:
-    """Insert or replace ``docs``; returns (chunks added, chunks removed)."""
+def write_documents(
+    conn: psycopg.Connection, docs: Sequence[PreparedDoc], *, bulk: bool = False
+) -> tuple[int, int]:
+    """Insert or replace ``docs``; returns (chunks added, chunks removed).
+
+    ``bulk``: the first load of an empty index (see :func:`begin_bulk`): nothing to replace,
+    and term document frequencies are counted once at the end instead of per batch."""
     if not docs:
         return 0, 0
-    deltas = _Deltas(Counter(), Counter())
-    paths = [d.path for d in docs]
-    existing = dict(
-        conn.execute("SELECT path, id FROM documents WHERE path = ANY(%s)", (paths,)).fetchall()
-    )
-    removed = _forget(conn, list(existing.values()), deltas)
+    deltas = _Deltas(Counter())
+    removed = 0
+    if not bulk:
+        paths = [d.path for d in docs]
+        existing = dict(
+            conn.execute("SELECT path, id FROM documents WHERE path = ANY(%s)", (paths,)).fetchall()
+        )
+        removed = _forget(conn, list(existing.values()), deltas)
+    ids = _upsert_documents(conn, docs)
+    ids_of = term_ids(conn, {t for d in docs for c in d.chunks for t in c.terms})
+    _insert_passages(conn, docs)
 
+    added = 0
+    with conn.cursor() as cur:
+        with cur.copy(
+            "COPY chunks (doc_id, ordinal, passage_hash, heading_trail, start_line, end_line,"
+            " content_type, terms, tfs, len) FROM STDIN"
+        ) as copy:
+            for d in docs:
+                doc_id = ids[d.path]
+                for c in d.chunks:
+                    pairs = sorted(zip((ids_of[t] for t in c.terms), c.tfs, strict=True))
+                    copy.write_row(
+                        (
+                            doc_id, c.ordinal, c.passage_hash, c.heading_trail, c.start_line,
+                            c.end_line, c.content_type,
+                            "{" + ",".join(str(i) for i, _ in pairs) + "}",
+                            "{" + ",".join(repr(f) for _, f in pairs) + "}", c.length,
+                        )
+                    )  # fmt: skip
+                    added += 1
+                    deltas.n_chunks += 1
+                    deltas.sum_len += c.length
+                    if not bulk:
+                        for t in c.terms:
+                            deltas.df[ids_of[t]] += 1
+        with cur.copy(
+            "COPY links (doc_id, target, anchor, alias, kind, line, n) FROM STDIN"
+        ) as copy:
+            for d in docs:
+                for key, (line, n) in distinct_links(d.links).items():
+                    copy.write_row((ids[d.path], *key, line, n))
+    _apply(conn, deltas)
+    return added, removed
+
+
+LinkKey = tuple[str, str | None, str | None, str]  # target, anchor, alias, kind
+
+
+def distinct_links(links: Sequence[Link]) -> dict[LinkKey, tuple[int, int]]:
+    """(target, anchor, alias, kind) -> (first line, count): a note linking ten times to the
+    same place is one edge, stored once."""
+    out: dict[LinkKey, tuple[int, int]] = {}
+    for link in links:
+        # Display text only matters where it may be the target (Dendron style).
+        alias = link.alias if link.kind in ("wiki", "frontmatter") else None
+        key = (link.target, link.anchor, alias, link.kind)
+        found = out.get(key)
+        out[key] = (link.line, 1) if found is None else (min(found[0], link.line), found[1] + 1)
+    return out
+
+
+def _upsert_documents(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> dict[str, int]:
     ids: dict[str, int] = {}
     with conn.cursor() as cur:
         # One pipelined round trip for the whole batch, not one per note.
@@ -169,66 +218,29 @@ def write_documents(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> tu
                 ids[row[1]] = int(row[0])
             if not cur.nextset():
                 break
-    ids_of = term_ids(conn, {t for d in docs for c in d.chunks for t in c.terms})
-    for d in docs:
-        deltas.n_docs += 1
-        for t in {t for c in d.chunks for t in c.terms}:
-            deltas.ddf[ids_of[t]] += 1
+    return ids
 
-    passages: dict[bytes, tuple[str, str, int]] = {}
-    for d in docs:
-        for c in d.chunks:
-            passages.setdefault(c.passage_hash, (c.text, c.context, c.tokens))
-    if passages:
-        hashes = list(passages)
-        conn.execute(
-            """
-            INSERT INTO passages (hash, text, context, tokens)
-            SELECT * FROM unnest(%s::bytea[], %s::text[], %s::text[], %s::int[])
-            ON CONFLICT (hash) DO NOTHING
-            """,
-            (
-                hashes,
-                [passages[h][0] for h in hashes],
-                [passages[h][1] for h in hashes],
-                [passages[h][2] for h in hashes],
-            ),
-        )
 
-    added = 0
-    with conn.cursor() as cur:
-        with cur.copy(
-            "COPY chunks (doc_id, ordinal, passage_hash, heading_trail, start_line, end_line,"
-            " content_type, terms, tfs, len) FROM STDIN"
-        ) as copy:
-            for d in docs:
-                doc_id = ids[d.path]
-                for c in d.chunks:
-                    pairs = sorted(zip((ids_of[t] for t in c.terms), c.tfs, strict=True))
-                    copy.write_row(
-                        (
-                            doc_id, c.ordinal, c.passage_hash, c.heading_trail, c.start_line,
-                            c.end_line, c.content_type,
-                            "{" + ",".join(str(i) for i, _ in pairs) + "}",
-                            "{" + ",".join(repr(f) for _, f in pairs) + "}", c.length,
-                        )
-                    )  # fmt: skip
-                    added += 1
-                    deltas.n_chunks += 1
-                    deltas.sum_len += c.length
-                    deltas.sum_doc_len += c.length
-                    for t in c.terms:
-                        deltas.df[ids_of[t]] += 1
-        with cur.copy("COPY links (doc_id, target, anchor, alias, kind, line) FROM STDIN") as copy:
-            for d in docs:
-                for link in d.links:
-                    # Display text only matters where it may be the target (Dendron style).
-                    alias = link.alias if link.kind in ("wiki", "frontmatter") else None
-                    copy.write_row(
-                        (ids[d.path], link.target, link.anchor, alias, link.kind, link.line)
-                    )
-    _apply(conn, deltas)
-    return added, removed
+def _insert_passages(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> None:
+    """New passage texts, each once: COPY into a staging table (far cheaper to send than
+    array parameters), then one insert that skips the hashes already stored."""
+    seen: set[bytes] = set()
+    conn.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS passages_in (LIKE passages) ON COMMIT DELETE ROWS"
+    )
+    with (
+        conn.cursor() as cur,
+        cur.copy("COPY passages_in (hash, text, context, tokens) FROM STDIN") as copy,
+    ):
+        for d in docs:
+            for c in d.chunks:
+                if c.passage_hash not in seen:
+                    seen.add(c.passage_hash)
+                    copy.write_row((c.passage_hash, c.text, c.context, c.tokens))
+    conn.execute(
+        "INSERT INTO passages SELECT * FROM passages_in ON CONFLICT (hash) DO NOTHING;"
+        " TRUNCATE passages_in"
+    )
 
 
 def delete_documents(conn: psycopg.Connection, paths: Sequence[str]) -> int:
@@ -241,7 +253,7 @@ def delete_documents(conn: psycopg.Connection, paths: Sequence[str]) -> int:
             "SELECT id FROM documents WHERE path = ANY(%s)", (list(paths),)
         ).fetchall()
     ]
-    deltas = _Deltas(Counter(), Counter())
+    deltas = _Deltas(Counter())
     removed = _forget(conn, ids, deltas)
     conn.execute("DELETE FROM documents WHERE id = ANY(%s)", (ids,))
     _apply(conn, deltas)
@@ -341,3 +353,71 @@ def gc_embeddings(conn: psycopg.Connection, keep_fingerprint: str | None) -> int
         "DELETE FROM models WHERE fingerprint IS DISTINCT FROM %s", (keep_fingerprint,)
     )
     return cur.rowcount or 0
+
+
+# --- bulk load (the first index of a vault) ----------------------------------------------
+
+# Secondary indexes a bulk load builds once at the end instead of maintaining row by row
+# (as created by the migrations; ensure_indexes brings back any a crash left dropped).
+SECONDARY_INDEXES = {
+    "chunks_terms_gin": "CREATE INDEX IF NOT EXISTS chunks_terms_gin ON chunks USING gin (terms)",
+    "chunks_passage": "CREATE INDEX IF NOT EXISTS chunks_passage ON chunks (passage_hash)",
+    "links_doc": "CREATE INDEX IF NOT EXISTS links_doc ON links (doc_id)",
+    "links_resolved": "CREATE INDEX IF NOT EXISTS links_resolved ON links (resolved)",
+}
+BULK_KEY = "bulk_load"  # meta flag: set while a bulk load runs (term counts are not kept)
+
+
+def begin_bulk(conn: psycopg.Connection) -> None:
+    """Drop the secondary indexes and mark the lexicon counts as pending (committed first,
+    so a crash mid-load is repaired by :func:`finish_bulk` on the next run)."""
+    with conn.transaction():
+        set_meta(conn, BULK_KEY, True)
+        for name in SECONDARY_INDEXES:
+            conn.execute(f"DROP INDEX IF EXISTS {name}")
+
+
+def bulk_pending(conn: psycopg.Connection) -> bool:
+    return bool(get_meta(conn, BULK_KEY, False))
+
+
+def finish_bulk(conn: psycopg.Connection) -> None:
+    """Build the secondary indexes, count term frequencies and the BM25 totals from the
+    chunks in one pass each, and compact what the load rewrote. Idempotent."""
+    conn.commit()
+    with conn.transaction():
+        conn.execute("SET LOCAL maintenance_work_mem = '256MB'")
+        ensure_indexes(conn)
+        recount_lexicon(conn)
+        set_meta(conn, BULK_KEY, False)
+
+
+def ensure_indexes(conn: psycopg.Connection) -> None:
+    for sql in SECONDARY_INDEXES.values():
+        conn.execute(sql)
+
+
+def recount_lexicon(conn: psycopg.Connection) -> None:
+    """Exact document frequencies and BM25 totals, recomputed from the chunks."""
+    conn.execute(
+        """
+        CREATE TEMP TABLE lexicon_df ON COMMIT DROP AS
+            SELECT t AS id, count(*)::integer AS df FROM chunks, unnest(terms) AS t GROUP BY t;
+        UPDATE lexicon l SET df = x.df FROM lexicon_df x WHERE l.id = x.id AND l.df <> x.df;
+        DELETE FROM lexicon l WHERE NOT EXISTS (SELECT 1 FROM lexicon_df x WHERE x.id = l.id);
+        UPDATE lex_stats SET (n_chunks, sum_len) =
+            (SELECT count(*), coalesce(sum(len), 0) FROM chunks) WHERE id = 1;
+        """
+    )
+
+
+def compact(conn: psycopg.Connection, tables: Sequence[str]) -> None:
+    """Rewrite ``tables`` without the dead row versions a bulk load's single update of every
+    row leaves (half their size), and refresh the planner statistics."""
+    conn.commit()
+    conn.autocommit = True
+    try:
+        for table in tables:
+            conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
+    finally:
+        conn.autocommit = False

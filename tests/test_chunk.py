@@ -414,3 +414,48 @@ def test_wiki_edge_forms() -> None:
         ("spaced", "wiki", 1, None, "shown"),
         ("a", "wiki", 1, "b#c", None),
     ]
+
+
+# --- equivalence with the stock markdown-it table rule ------------------------------------
+
+TABLE_CASES = [
+    "| a | b |\n|---|:-:|\n| 1 | 2 |\n| 3 |\n\nafter\n",
+    "a | b\n--|--\n1 | 2\n> quote ends it\n",
+    "| a \\| b | c |\n| --- | --- |\n| x \\| y | z |\n|\n",
+    "- item\n\n  | a | b |\n  |---|---|\n  | 1 | 2 |\n\n- next\n",
+    "| a |\n|---|---|\n| not a table: the counts differ |\n",
+    "text\n| a | b |\n|---|---|\n| 1 | 2 |\n    code after\n",
+    "|a|\n|-|\n|\\|\n|x\\\\|\n# heading ends it\n",
+]
+
+
+def _stock_parse(text: str, path: str, max_chars: int = 60) -> ParsedNote:
+    """parse_note with markdown-it's own table rule (what ours must agree with)."""
+    from markdown_it import MarkdownIt
+
+    from retriever import chunk
+
+    ours = chunk._MD
+    chunk._MD = MarkdownIt("commonmark", {"html": True}).enable("table").disable("inline")
+    try:
+        return parse_note(text, path, min_chars=1, max_chars=max_chars)
+    finally:
+        chunk._MD = ours
+
+
+@pytest.mark.parametrize("text", TABLE_CASES)
+def test_lean_table_rule_chunks_like_the_stock_parser(text: str) -> None:
+    assert parse_note(text, "t.md", min_chars=1, max_chars=60) == _stock_parse(text, "t.md")
+
+
+def test_every_test_note_parses_as_with_the_stock_parser() -> None:
+    """The chunker equivalence check on the test vault and fixtures (benchmarks/
+    chunker_equivalence.py runs it on the shared corpora)."""
+    vault = Path(__file__).parent / "vault"
+    notes = [*sorted(vault.rglob("*.md")), *ALL_FIXTURES]
+    assert len(notes) > 30
+    for path in notes:
+        text = path.read_bytes().decode("utf-8", "replace")
+        for max_chars in (60, 2000):
+            ours = parse_note(text, path.name, min_chars=1, max_chars=max_chars)
+            assert ours == _stock_parse(text, path.name, max_chars), path

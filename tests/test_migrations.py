@@ -72,7 +72,7 @@ def test_upgrade_brings_an_empty_database_to_head(empty_db_url: str) -> None:
     assert after["tables"] >= TABLES  # type: ignore[operator]
     assert {"vector", "unaccent"} <= after["extensions"]  # type: ignore[operator]
     assert after["versions"] == [(head_revision(),)]
-    assert after["lex_stats"] == [(1, 0, 0.0, 0, 0.0)]
+    assert after["lex_stats"] == [(1, 0, 0.0)]
     assert {"chunks_terms_gin", "chunks_passage", "documents_tags_gin", "links_doc"} <= after[
         "indexes"
     ]  # type: ignore[operator]
@@ -120,7 +120,7 @@ def test_concurrent_upgrades_both_succeed(empty_db_url: str) -> None:
     assert results == [head_revision()] * 3
     after = schema(empty_db_url)
     assert after["versions"] == [(head_revision(),)]
-    assert after["lex_stats"] == [(1, 0, 0.0, 0, 0.0)]  # created once, not duplicated
+    assert after["lex_stats"] == [(1, 0, 0.0)]  # created once, not duplicated
 
 
 def test_db_upgrade_cli(empty_db_url: str, tmp_path: Path) -> None:
@@ -153,3 +153,32 @@ def test_db_upgrade_cli_reports_failure_as_json(tmp_path: Path) -> None:
     data = json.loads(proc.stdout)
     assert data["ok"] is False
     assert "migration failed" in data["error"]
+
+
+def test_0003_migrates_an_existing_index(empty_db_url: str) -> None:
+    """An index made before 0003 keeps its data: repeated links collapse into one row with
+    a count and their first line, the unused document-level statistics go."""
+    upgrade(empty_db_url, "0002")
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO documents (id, path, size, mtime_ns, sha256, title)"
+            " VALUES (1, 'a.md', 1, 1, '\\x00', 'A'), (2, 'b.md', 1, 1, '\\x01', 'B')"
+        )
+        conn.execute(
+            "INSERT INTO links (doc_id, target, kind, line, resolved) VALUES"
+            " (1, 'b', 'wiki', 7, 2), (1, 'b', 'wiki', 3, 2), (1, 'c', 'wiki', 4, NULL),"
+            " (2, 'a', 'markdown', 1, 1)"
+        )
+        conn.execute("INSERT INTO lexicon (term, df, ddf) VALUES ('x', 3, 2)")
+        conn.execute("UPDATE lex_stats SET n_chunks = 3, sum_len = 9, n_docs = 2")
+    upgrade(empty_db_url)
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        links = conn.execute(
+            "SELECT doc_id, target, line, n, resolved FROM links ORDER BY doc_id, target"
+        ).fetchall()
+        assert links == [(1, "b", 3, 2, 2), (1, "c", 4, 1, None), (2, "a", 1, 1, 1)]
+        assert conn.execute("SELECT term, df FROM lexicon").fetchall() == [("x", 3)]
+        assert conn.execute("SELECT * FROM lex_stats").fetchall() == [(1, 3, 9.0)]
+    assert {("lexicon", "ddf"), ("lex_stats", "n_docs")}.isdisjoint(
+        {(t, c) for t, c, _ in schema(empty_db_url)["columns"]}  # type: ignore[attr-defined]
+    )
