@@ -38,6 +38,7 @@ test-fast: install
 
 test: install
 	$(BIN)/ruff check $(LINTED)
+	$(BIN)/mypy
 	$(BIN)/pytest -q
 
 LINTED := retriever healthcheck migrations tests benchmarks services
@@ -45,6 +46,7 @@ LINTED := retriever healthcheck migrations tests benchmarks services
 lint: install
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/mypy
 
 format: install
 	$(BIN)/ruff format $(LINTED)

@@ -59,7 +59,7 @@ class Status:
     vaults: list[dict[str, Any]] = field(default_factory=list)  # every vault on this server
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+        return {k: getattr(self, k) for k in self.__slots__}
 
 
 class Retriever:

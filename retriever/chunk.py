@@ -605,10 +605,10 @@ def _body_links(scan: _Scan) -> list[Link]:
         url = m.group("mangle")
         if url is None:
             url = m.group("mbare")
-        parsed = _parse_url(url)
-        if parsed is not None:
+        target = _parse_url(url)
+        if target is not None:
             alias = " ".join(m.group("mtext").split()) or None
-            links.append(Link(parsed[0], "markdown", scan.line_of(m.start()), parsed[1], alias))
+            links.append(Link(target[0], "markdown", scan.line_of(m.start()), target[1], alias))
     return links
 
 

@@ -142,17 +142,16 @@ class _Edge:
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
-    ) -> bool:
+    ) -> None:
         for api in self._apps:
             api.close()
         if exc is None or isinstance(exc, typer.Exit | SystemExit | KeyboardInterrupt):
-            return False
+            return
         from retriever.errors import InputError, UnavailableError, describe
 
         if not isinstance(exc, InputError | UnavailableError | FileNotFoundError):
             logging.getLogger("retriever").debug("command failed", exc_info=exc)
-        _fail(self.prefix + describe(exc), self.as_json)
-        return False  # not reached: _fail exits
+        _fail(self.prefix + describe(exc), self.as_json)  # raises typer.Exit
 
 
 def _app(vault: Path | None):

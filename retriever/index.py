@@ -25,8 +25,12 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from retriever import store
 from retriever.calibration_store import note_vault_change
@@ -36,7 +40,14 @@ from retriever.db import INDEX_LOCK_KEY, Database
 from retriever.embed import Embedder, EmbedderError, InvalidVectorError
 from retriever.lexical import NORMALISER_VERSION
 from retriever.links import LinkResolver
-from retriever.prepare import PreparedDoc, PrepareJob, run_job, run_jobs
+from retriever.prepare import (
+    PreparedDoc,
+    PrepareJob,
+    PrepareResult,
+    Unchanged,
+    run_job,
+    run_jobs,
+)
 from retriever.redact import REDACTOR_VERSION
 from retriever.scan import FileInfo, scan_vault
 
@@ -119,7 +130,7 @@ JOBS_PER_TASK = 32  # notes per worker task: amortises pickling, keeps tasks sho
 TASKS_IN_FLIGHT = 8  # per worker: workers never wait while the parent writes a batch
 
 
-def _prepared(jobs: list[PrepareJob]) -> Iterator[object]:
+def _prepared(jobs: list[PrepareJob]) -> Iterator[PrepareResult]:
     if len(jobs) < PARALLEL_THRESHOLD or (os.cpu_count() or 1) < 2:
         for job in jobs:
             yield run_job(job)
@@ -133,7 +144,7 @@ def _prepared(jobs: list[PrepareJob]) -> Iterator[object]:
     with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_ignore_sigint) as pool:
         # A bounded window of tasks, not pool.map: map submits every note at once, and
         # prepared notes then pile up in the parent whenever writing lags behind parsing.
-        window: deque[Future[list[object]]] = deque()
+        window: deque[Future[list[PrepareResult]]] = deque()
         pending = iter(tasks)
         for task in islice(pending, workers * TASKS_IN_FLIGHT):
             window.append(pool.submit(run_jobs, task))
@@ -381,10 +392,10 @@ def _write_changes(
             report.warnings.extend(result.warnings)
             for kind, count in result.redactions.items():
                 log.warning("redacted %d %s credential(s) in %s", count, kind, result.path)
-        elif len(result) == 4:
-            touched.append((result[0], result[1], result[2]))  # type: ignore[misc]
+        elif isinstance(result, Unchanged):
+            touched.append((result.path, result.size, result.mtime_ns))
         else:
-            report.errors.append(f"{result[0]}: cannot read ({result[1]})")
+            report.errors.append(f"{result.path}: cannot read ({result.reason})")
         if len(batch) >= WRITE_BATCH or len(touched) >= 5 * WRITE_BATCH:
             flush()
         if progress:
@@ -492,7 +503,7 @@ def _embed_rows(
     rows: Sequence[tuple[bytes, str]],
     refused: list[bytes],
     report: IndexReport,
-) -> tuple[list[bytes], object]:
+) -> tuple[list[bytes], np.ndarray]:
     import numpy as np
 
     texts = [r[1] for r in rows]
@@ -509,7 +520,7 @@ def _embed_rows(
         return [], np.zeros((0, embedder.dimension), dtype=np.float32)
     # Isolate invalid vectors one passage at a time so the good ones are still stored.
     keep: list[bytes] = []
-    vecs = []
+    vecs: list[np.ndarray] = []
     for h, text in rows:
         got_h, got_v = _embed_rows(embedder, [(h, text)], refused, report)
         if got_h:

@@ -11,6 +11,7 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from retriever.budget import estimate_tokens
 from retriever.chunk import Link, parse_note
@@ -187,18 +188,34 @@ class PrepareJob:
     known_sha: bytes | None  # skip parsing when the bytes did not change
 
 
-def run_job(job: PrepareJob) -> PreparedDoc | tuple[str, int, int, bytes] | tuple[str, str]:
-    """Worker entry point. Returns a PreparedDoc, or (path, size, mtime, sha) when unchanged
-    content only needs its stat refreshed, or (path, error) when the file cannot be read."""
+class Unchanged(NamedTuple):
+    """The bytes did not change: only the file's stat needs refreshing."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: bytes
+
+
+class Unreadable(NamedTuple):
+    path: str
+    reason: str
+
+
+PrepareResult = PreparedDoc | Unchanged | Unreadable
+
+
+def run_job(job: PrepareJob) -> PrepareResult:
+    """Worker entry point: the note prepared, or that it is unchanged, or unreadable."""
     full = Path(job.vault) / job.path
     try:
         st = full.stat()
         raw = full.read_bytes()
     except OSError as exc:
-        return (job.path, exc.strerror or type(exc).__name__)
+        return Unreadable(job.path, exc.strerror or type(exc).__name__)
     sha = hashlib.sha256(raw).digest()
     if job.known_sha is not None and sha == job.known_sha:
-        return (job.path, st.st_size, st.st_mtime_ns, sha)
+        return Unchanged(job.path, st.st_size, st.st_mtime_ns, sha)
     return prepare_text(
         job.path,
         raw,
@@ -209,6 +226,6 @@ def run_job(job: PrepareJob) -> PreparedDoc | tuple[str, int, int, bytes] | tupl
     )
 
 
-def run_jobs(jobs: list[PrepareJob]) -> list[object]:
+def run_jobs(jobs: list[PrepareJob]) -> list[PrepareResult]:
     """Several notes per worker task (one pickling round trip for all of them)."""
     return [run_job(job) for job in jobs]

@@ -90,7 +90,7 @@ def check_mode(value: object) -> Mode:
     mode = (value or "hybrid").strip().lower() if isinstance(value, str | None) else None
     if mode not in MODES:
         raise SearchInputError(f"mode must be one of {', '.join(MODES)}")
-    return mode  # type: ignore[return-value]
+    return mode
 
 
 def parse_modified_after(value: datetime | str | None) -> datetime | None:

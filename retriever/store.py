@@ -105,7 +105,7 @@ def term_ids(conn: psycopg.Connection, terms: set[str]) -> dict[str, int]:
 
 def aliases_differ(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> bool:
     """Whether writing ``docs`` changes any note's aliases (links may then resolve anew)."""
-    old = dict(
+    old: dict[str, list[str]] = dict(
         conn.execute(
             "SELECT path, aliases FROM documents WHERE path = ANY(%s)", ([d.path for d in docs],)
         ).fetchall()
@@ -126,7 +126,7 @@ def write_documents(
     removed = 0
     if not bulk:
         paths = [d.path for d in docs]
-        existing = dict(
+        existing: dict[str, int] = dict(
             conn.execute("SELECT path, id FROM documents WHERE path = ANY(%s)", (paths,)).fetchall()
         )
         removed = _forget(conn, list(existing.values()), deltas)
