@@ -51,6 +51,8 @@ def watch_vault(
     report = app.index()
     if on_report:
         on_report(report)
+    if report.interrupted:  # Ctrl-C landed during the run (the indexer took it): stop here
+        return
     log.info("watching %s", vault)
     failed = False
     for changes in watch(
@@ -77,3 +79,5 @@ def watch_vault(
         failed = False
         if on_report:
             on_report(report)
+        if report.interrupted:
+            return

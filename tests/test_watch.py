@@ -76,3 +76,28 @@ def test_watch_follows_changes(make_app, vault_copy: Path) -> None:
         stop.set()
         thread.join(timeout=10)
     assert not thread.is_alive()
+
+
+def test_ctrl_c_during_the_first_index_ends_the_watch(make_app, tmp_path: Path) -> None:
+    import signal
+
+    vault = tmp_path / "big"
+    vault.mkdir()
+    for i in range(3000):  # an initial index that lasts long enough to be interrupted
+        (vault / f"note {i}.md").write_text(f"# Note {i}\n\nabout topic {i % 97}\n", "utf-8")
+    app = make_app(vault)
+    stop = threading.Event()
+    interrupt = threading.Timer(0.5, signal.raise_signal, args=(signal.SIGINT,))
+    safety = threading.Timer(60, stop.set)  # without the fix the watch would go on
+    reports: list[object] = []
+    started = time.monotonic()
+    interrupt.start()
+    safety.start()
+    try:
+        watch_vault(app, stop=stop, on_report=reports.append)
+    finally:
+        interrupt.cancel()
+        safety.cancel()
+    assert not stop.is_set(), "Ctrl-C did not end the watch"
+    assert time.monotonic() - started < 55
+    assert reports and reports[0].interrupted  # type: ignore[attr-defined]
