@@ -28,6 +28,10 @@ def _postmaster(home: Path) -> psutil.Process | None:
         return None
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _free_port() -> int:
     import socket
 
@@ -42,8 +46,11 @@ def _start_watch(home: Path, vault: Path, command: str = "watch") -> subprocess.
     env.pop("RETRIEVER_DATABASE_URL", None)
     args = {"watch": ["watch", str(vault)],
             "mcp": ["mcp", str(vault), "--http", "--port", str(_free_port())]}[command]  # fmt: skip
+    # As from a terminal: a test runner started in the background inherits SIGINT ignored,
+    # and a child would inherit that too (Python then never raises KeyboardInterrupt).
     proc = subprocess.Popen([retriever_exe(), *args], env=env, text=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            preexec_fn=_default_sigint)  # fmt: skip
     deadline = time.monotonic() + 120
     handles = home / "pgdata" / ".handle_pids.json"
     while time.monotonic() < deadline:  # up when the server runs and lists this process
