@@ -37,6 +37,7 @@ from retriever.errors import InputError
 from retriever.health import HealthReport, run_health
 from retriever.query_input import (
     HARD_QUERY_BYTES,
+    MAX_BUDGET,
     MIN_BUDGET,
     check_budget,
     check_mode,
@@ -409,7 +410,7 @@ def _search_tools(server: FastMCP, state: ServerState) -> None:
             ),
         ],
         budget_tokens: Annotated[
-            int, Field(description="Tokens of passage text to return, 100-8000.")
+            int, Field(description=f"Tokens of passage text to return, {MIN_BUDGET}-{MAX_BUDGET}.")
         ] = 1200,
         mode: Annotated[
             str | None,
@@ -463,7 +464,7 @@ def _search_tools(server: FastMCP, state: ServerState) -> None:
     def get_context(
         topic: Annotated[str, Field(description="What the conversation needs background on.")],
         budget_tokens: Annotated[
-            int, Field(description="Tokens of passage text to return, 100-8000.")
+            int, Field(description=f"Tokens of passage text to return, {MIN_BUDGET}-{MAX_BUDGET}.")
         ] = 1500,
     ) -> str:
         """Background from the user's notes on a topic, as one markdown block to read.
