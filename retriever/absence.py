@@ -11,7 +11,7 @@ of one constant that suits one model's cosine scale.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,22 @@ from retriever.ranking import Arms
 
 GAP_DEPTH = 10  # compare the best score with the one at this rank
 AGREEMENT_DEPTH = 5
+# "The vault has never heard of it": at least this share of the query's IDF mass is in
+# words no passage holds (Dune, croissant, Readwise). Lexical, so no model owns it.
+UNKNOWN_SHARE = 0.5
+# ... and then the model only has to be unconvinced, not weak: a best cosine (or BM25
+# lead) below the median of what answerable pseudo-queries reach.
+UNKNOWN_QUANTILE = 0.5
+
+
+def unknown_share(terms: Mapping[str, int], idfs: Mapping[str, float], unknown_idf: float) -> float:
+    """Share of the query's IDF mass (``terms``: term -> count) in terms absent from
+    ``idfs`` (the terms some passage holds)."""
+    weights = {t: n * idfs.get(t, unknown_idf) for t, n in terms.items()}
+    total = sum(weights.values())
+    if total <= 0:
+        return 0.0
+    return sum(w for t, w in weights.items() if t not in idfs) / total
 
 
 def _merged(lists: Sequence[Mapping[int, float]]) -> list[float]:
@@ -53,9 +69,9 @@ def _top_docs(lists: Sequence[Mapping[int, float]], doc_of: Mapping[int, int]) -
     return out
 
 
-def signals(arms: Arms, coverage: float) -> dict[str, float]:
+def signals(arms: Arms, coverage: float, unknown: float = 0.0) -> dict[str, float]:
     """The absence signals of one search (``coverage``: share of the query's terms that
-    the best passage holds)."""
+    the best passage holds; ``unknown``: see ``unknown_share``)."""
     cosines = _merged(arms.semantic)
     lexical = [max(r.values()) for r in arms.lexical if r]
     lex_gap = max(
@@ -67,6 +83,7 @@ def signals(arms: Arms, coverage: float) -> dict[str, float]:
     agreement = len(lex_docs & sem_docs) / AGREEMENT_DEPTH if lex_docs and sem_docs else 0.0
     return {
         "coverage": coverage,
+        "unknown": unknown,
         "best_cosine": cosines[0] if cosines else 0.0,
         "cosine_gap": _gap(cosines, relative=False),
         "lexical_gap": lex_gap if lexical else 0.0,
@@ -77,24 +94,41 @@ def signals(arms: Arms, coverage: float) -> dict[str, float]:
 
 @dataclass(frozen=True, slots=True)
 class AbsenceModel:
-    """Flag a search as likely unanswered when every signal is below its threshold: few
-    query terms in the best passage, and a best cosine (or, lexical only, a BM25 lead)
-    that is low *for this vault and model*: below the ``quantile`` of what answerable
-    pseudo-queries reach. A cosine threshold read off the data, not a constant that
-    belongs to one model's scale."""
+    """Flag a search as likely unanswered when either rule holds:
+
+    - every signal is below its threshold: few query terms in the best passage, and a
+      best cosine (or, lexical only, a BM25 lead) that is low *for this vault and model*:
+      below the ``quantile`` of what answerable pseudo-queries reach;
+    - the vault has never heard of the query's subject (``unknown`` at least
+      UNKNOWN_SHARE) and the model signal is below its ``unknown_limits`` (a looser
+      quantile): a paraphrase in new words still convinces the model, an unknown subject
+      does not.
+
+    Thresholds read off the data, not constants that belong to one model's scale."""
 
     thresholds: dict[str, float]
     quantile: float
+    unknown_limits: dict[str, float] = field(default_factory=dict)
 
     def absent(self, sig: Mapping[str, float]) -> bool:
-        return all(sig.get(name, 0.0) < limit for name, limit in self.thresholds.items())
+        if all(sig.get(name, 0.0) < limit for name, limit in self.thresholds.items()):
+            return True
+        return (
+            bool(self.unknown_limits)
+            and sig.get("unknown", 0.0) >= UNKNOWN_SHARE
+            and all(sig.get(name, 0.0) < limit for name, limit in self.unknown_limits.items())
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AbsenceModel:
-        return cls(dict(data["thresholds"]), float(data["quantile"]))
+        return cls(
+            dict(data["thresholds"]),
+            float(data["quantile"]),
+            dict(data.get("unknown_limits") or {}),
+        )
 
 
 def fit(
@@ -106,11 +140,18 @@ def fit(
 ) -> AbsenceModel:
     """Thresholds from the signals of answerable pseudo-queries: the query-term coverage
     is a fixed share (it does not depend on the model); the model-dependent signal's
-    threshold is its ``quantile`` over ``answerable``."""
+    threshold is its ``quantile`` over ``answerable`` (UNKNOWN_QUANTILE for the
+    unknown-subject rule)."""
     name = "best_cosine" if semantic else "lexical_gap"
     values = [s.get(name, 0.0) for s in answerable]
-    limit = float(np.quantile(values, quantile)) if values else 0.0
-    return AbsenceModel({"coverage": coverage, name: round(limit, 4)}, quantile)
+
+    def limit(q: float) -> float:
+        return round(float(np.quantile(values, q)), 4) if values else 0.0
+
+    loose = max(quantile, UNKNOWN_QUANTILE)
+    return AbsenceModel(
+        {"coverage": coverage, name: limit(quantile)}, quantile, {name: limit(loose)}
+    )
 
 
 def rates(

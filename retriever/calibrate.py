@@ -28,7 +28,7 @@ import psycopg
 from retriever import absence
 from retriever.calibration_store import LEXICAL_KEY, save
 from retriever.embed import Embedder, InvalidVectorError
-from retriever.lexical import BM25Params, query_terms, term_idf, tokenize
+from retriever.lexical import BM25Params, idf, query_terms, term_idf, tokenize
 from retriever.pseudo import NoteSample, PseudoQuery, Section, make_queries, name_key, note_order
 from retriever.ranking import DEFAULT_RANKING, Arms, Ranking, Walk, fuse, ranked_docs
 from retriever.search import Scope, Searcher
@@ -62,8 +62,6 @@ CLEAR_WIN = 2.0  # standard errors by which one arm alone must beat the fusion t
 # weight that serves real questions best is about twice the pseudo-query optimum. The
 # choice is made on pseudo-queries, then its semantic weight is corrected by this factor.
 SEMANTIC_CORRECTION = 2.0
-SINGLE_ARMS = [Ranking("lexical"), Ranking("semantic")]
-CLEAR_WIN = 2.0  # standard errors by which one arm alone must beat the fusion to replace it
 TITLE_GRID = (0.0, 0.25, 0.5, 1.0, 2.0)
 GRAPH_GRID = (0.0, 0.25, 0.5, 1.0)
 LEAN_GRID = (1.0, 2.0)
@@ -342,25 +340,68 @@ def absence_signals(
                 found.append(target in ranked_docs(scores, arms.doc_of)[:FOUND_DEPTH])
             cases.append((i, arms, top))
     terms = _chunk_term_ids(conn, [t for _, _, t in cases if t is not None])
-    ids = _term_ids(conn, {t for q in bench.queries for t in query_terms(q.text)})
+    lex = Lexicon.load(conn, {t for q in bench.queries for t in query_terms(q.text)})
+    held_by = _doc_term_counts(conn, [bench.queries[i].doc for i in which])
     present: list[dict[str, float]] = []
     missing: list[dict[str, float]] = []
     for n, (i, arms, top) in enumerate(cases):
-        qterms = set(query_terms(bench.queries[i].text))
+        qterms = query_terms(bench.queries[i].text)
         held = terms.get(top, set()) if top is not None else set()
-        coverage = sum(1 for t in qterms if ids.get(t) in held) / len(qterms) if qterms else 0.0
-        (present if n % 2 == 0 else missing).append(absence.signals(arms, coverage))
+        coverage = sum(1 for t in qterms if lex.ids.get(t) in held) / len(qterms) if qterms else 0.0
+        left_out = held_by.get(bench.queries[i].doc) if n % 2 else None
+        unknown = lex.unknown(qterms, left_out)
+        (present if n % 2 == 0 else missing).append(absence.signals(arms, coverage, unknown))
     return AbsenceSignals(present, missing, found)
+
+
+@dataclass(frozen=True, slots=True)
+class Lexicon:
+    """Chunk frequencies of the pseudo-queries' terms, to tell which words the vault
+    holds with a note left out."""
+
+    n_chunks: int
+    ids: dict[str, int]
+    dfs: dict[str, int]
+
+    @classmethod
+    def load(cls, conn: psycopg.Connection, terms: set[str]) -> Lexicon:
+        rows = conn.execute(
+            "SELECT term, id, df FROM lexicon WHERE term = ANY(%s)", (list(terms),)
+        ).fetchall()
+        n = conn.execute("SELECT n_chunks FROM lex_stats WHERE id = 1").fetchone()
+        return cls(int(n[0]) if n else 0, {r[0]: int(r[1]) for r in rows},
+                   {r[0]: int(r[2]) for r in rows})  # fmt: skip
+
+    def unknown(self, qterms: Counter[str], left_out: DocTerms | None) -> float:
+        """``absence.unknown_share`` of the query, with ``left_out``'s chunks removed."""
+        counts = left_out.counts if left_out else Counter()
+        n = self.n_chunks - (left_out.chunks if left_out else 0)
+        dfs = {t: self.dfs.get(t, 0) - counts[self.ids.get(t, -1)] for t in qterms}
+        idfs = {t: idf(n, df) for t, df in dfs.items() if df > 0}
+        return absence.unknown_share(qterms, idfs, idf(n, 0))
+
+
+@dataclass(frozen=True, slots=True)
+class DocTerms:
+    chunks: int
+    counts: Counter[int]  # lexicon id -> chunks of the note that hold it
+
+
+def _doc_term_counts(conn: psycopg.Connection, docs: list[int]) -> dict[int, DocTerms]:
+    rows = conn.execute(
+        "SELECT doc_id, terms FROM chunks WHERE doc_id = ANY(%s)", (docs,)
+    ).fetchall()
+    counts: dict[int, Counter[int]] = {}
+    chunks: Counter[int] = Counter()
+    for doc, ids in rows:
+        counts.setdefault(int(doc), Counter()).update(set(ids))
+        chunks[int(doc)] += 1
+    return {d: DocTerms(chunks[d], c) for d, c in counts.items()}
 
 
 def _chunk_term_ids(conn: psycopg.Connection, chunks: list[int]) -> dict[int, set[int]]:
     rows = conn.execute("SELECT id, terms FROM chunks WHERE id = ANY(%s)", (chunks,)).fetchall()
     return {int(r[0]): set(r[1]) for r in rows}
-
-
-def _term_ids(conn: psycopg.Connection, terms: set[str]) -> dict[str, int]:
-    rows = conn.execute("SELECT term, id FROM lexicon WHERE term = ANY(%s)", (list(terms),))
-    return {r[0]: int(r[1]) for r in rows.fetchall()}
 
 
 def fit_absence(

@@ -15,7 +15,7 @@ import numpy as np
 import psycopg
 
 from retriever import store
-from retriever.absence import AbsenceModel, signals
+from retriever.absence import UNKNOWN_SHARE, AbsenceModel, signals, unknown_share
 from retriever.budget import allocate, estimate_tokens
 from retriever.calibration_store import LEXICAL_KEY, CalibrationCache
 from retriever.embed import Embedder, EmbedderError, InvalidVectorError
@@ -310,7 +310,7 @@ class Searcher:
         ranked_ids = [c for c in ranked_ids if c in rows]
         hits, ranked_paths = self._deliver(ranked_ids, rows, scores, opts, arms, lifted, vault)
         coverage = _coverage(conn, ranked_ids[0], queries) if ranked_ids else 0.0
-        sig = signals(arms, coverage)
+        sig = signals(arms, coverage, _unknown(conn, queries))
         if not hits:
             likely_absent = True
         elif absence is not None:
@@ -481,11 +481,21 @@ class Scope:
 
 
 def default_absent(sig: Mapping[str, float], opts: SearchOptions, *, semantic: bool) -> bool:
-    """The uncalibrated rule: few query terms in the best passage and, when there is a
-    semantic arm, a weak best cosine too (its threshold suits static models)."""
-    if sig["coverage"] >= opts.absent_coverage:
+    """The uncalibrated rule: few query terms in the best passage, or a query the vault
+    has never heard of (``UNKNOWN_SHARE``), and, when there is a semantic arm, a weak best
+    cosine too (its threshold suits static models)."""
+    unheard = sig.get("unknown", 0.0) >= UNKNOWN_SHARE
+    if sig["coverage"] >= opts.absent_coverage and not unheard:
         return False
     return not semantic or sig["best_cosine"] < opts.absent_cosine
+
+
+def _unknown(conn: psycopg.Connection, queries: list[str]) -> float:
+    """The least, over the queries, of the share of a query's IDF mass in words that no
+    passage holds."""
+    terms = [query_terms(q) for q in queries]
+    idfs, unknown_idf = term_idf(conn, sorted(set().union(*terms)))
+    return min((unknown_share(t, idfs, unknown_idf) for t in terms if t), default=0.0)
 
 
 def _coverage(conn: psycopg.Connection, chunk_id: int, queries: list[str]) -> float:

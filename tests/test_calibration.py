@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from retriever.calibrate import MIN_NOTES
+from retriever.absence import UNKNOWN_SHARE
+from retriever.calibrate import MIN_NOTES, Lexicon, _doc_term_counts
 from retriever.evaluate import Case, evaluate
+from retriever.lexical import query_terms
 from tests.conftest import retriever_exe
 from tests.model_factory import build_model
 
@@ -188,3 +190,20 @@ def test_gc_drops_the_calibrations_of_removed_models(
     with second.db.connection() as conn:
         keys = {r[0] for r in conn.execute("SELECT model FROM calibrations")}
     assert old not in keys and second.embedder()[0].fingerprint in keys
+
+
+def test_absence_knows_which_words_the_vault_holds(make_app, hobby_vault_dir, hobby_model) -> None:
+    (hobby_vault_dir / "Kite notes.md").write_text("# Kite\n\nKitesurfing off the pier.\n")
+    app = make_app(hobby_vault_dir, model=hobby_model, calibrate=True)
+    app.index()
+    assert app.search("beginner kit for the kayak club").signals["unknown"] == 0.0
+    unheard = app.search("paragliding harness inspection for the club")
+    assert unheard.signals["unknown"] >= UNKNOWN_SHARE
+    # Calibration's left-out queries: the note's words leave the vault with it.
+    with app.db.connection() as conn:
+        lex = Lexicon.load(conn, {"kitesur", "club"})
+        row = conn.execute("SELECT id FROM documents WHERE path = 'Kite notes.md'").fetchone()
+        left_out = _doc_term_counts(conn, [row[0]])[row[0]]
+    query = query_terms("kitesurfing club")
+    assert lex.unknown(query, None) == 0.0
+    assert lex.unknown(query, left_out) > 0.0

@@ -3,7 +3,7 @@ and the absence thresholds (no database, no model)."""
 
 from __future__ import annotations
 
-from retriever.absence import AbsenceModel, fit, signals
+from retriever.absence import UNKNOWN_SHARE, AbsenceModel, fit, signals, unknown_share
 from retriever.pseudo import NoteSample, Section, make_queries, note_order, plain_text
 from retriever.ranking import DEFAULT_RANKING, Arms, Ranking, fuse, ranked_docs
 from retriever.titles import TitleIndex, note_names
@@ -217,6 +217,30 @@ def test_absence_threshold_is_a_quantile_of_answerable_signals() -> None:
     assert AbsenceModel.from_dict(model.to_dict()) == model
     lexical = fit([{"lexical_gap": 0.5}], semantic=False, coverage=0.4, quantile=0.2)
     assert set(lexical.thresholds) == {"coverage", "lexical_gap"}
+
+
+def test_an_unknown_subject_needs_only_an_unconvinced_model() -> None:
+    answerable = [{"coverage": 0.9, "best_cosine": c / 100} for c in range(50, 100)]
+    model = fit(answerable, semantic=True, coverage=0.4, quantile=0.2)
+    loose = model.unknown_limits["best_cosine"]
+    assert model.thresholds["best_cosine"] < loose and 0.73 < loose < 0.76  # the median
+    heard = {"coverage": 0.9, "unknown": 0.0, "best_cosine": 0.7}
+    unheard = {**heard, "unknown": UNKNOWN_SHARE}
+    assert not model.absent(heard)  # the terms are there
+    assert model.absent(unheard)  # half the query is in words no note holds
+    assert not model.absent({**unheard, "best_cosine": 0.8})  # ... but the meaning is there
+    assert not model.absent({**unheard, "unknown": UNKNOWN_SHARE - 0.01})
+    legacy = AbsenceModel.from_dict({"thresholds": model.thresholds, "quantile": 0.2})
+    assert not legacy.absent(unheard)  # a stored model without the rule keeps its behaviour
+
+
+def test_unknown_share_weighs_terms_by_idf() -> None:
+    idfs = {"backup": 1.0, "restic": 3.0}
+    assert unknown_share({"backup": 1, "restic": 1}, idfs, 5.0) == 0.0
+    assert unknown_share({"croissant": 1}, idfs, 5.0) == 1.0
+    assert unknown_share({"backup": 1, "croissant": 1}, idfs, 5.0) == 5.0 / 6.0
+    assert unknown_share({"restic": 2, "croissant": 1}, idfs, 5.0) == 5.0 / 11.0
+    assert unknown_share({}, idfs, 5.0) == 0.0
 
 
 def test_signals_of_a_search() -> None:
