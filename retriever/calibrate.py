@@ -47,11 +47,12 @@ MIN_ABSENCE_QUERIES = 20  # per half; fewer and the default absence rule stays
 NOISE_FLOOR = 0.002  # nDCG differences below this are never worth a more complex ranking
 NOISE_SE = 0.5  # "within noise": this many standard errors of the paired differences
 
-# Simplest first: a later candidate must beat an earlier one by more than the noise.
-# Linear fusion leads (with the right semantic weight it matched, within 0.003, or beat
-# RRF on all seven development sets); RRF and interleaving follow.
+# Simplest first: a later fusion must beat an earlier one by more than the noise. Linear
+# fusion leads (with the right semantic weight it matched, within 0.003, or beat RRF on
+# all seven development sets); RRF and interleaving follow. Within a fusion the best
+# semantic weight is taken (Chooser.best_weights).
 METHOD_GRID = [
-    *[Ranking("linear", sw) for sw in (0.25, 0.5, 0.125, 1.0, 2.0)],
+    *[Ranking("linear", sw) for sw in (0.125, 0.25, 0.5, 1.0, 2.0)],
     *[Ranking("rrf", sw, k) for k in (60.0, 20.0) for sw in (0.5, 0.25, 1.0)],
     *[Ranking("interleave", sw) for sw in (0.5, 1.0)],
 ]
@@ -268,6 +269,18 @@ class Chooser:
                 return ranking
         return best
 
+    def best_weights(self, candidates: Sequence[Ranking]) -> list[Ranking]:
+        """The best-scoring semantic weight of each fusion (method and RRF k), in the order
+        the fusions first appear. No weight is simpler than another, so none is preferred
+        within the noise: listing one first would be a prior for one model's scale."""
+        best: dict[tuple[str, float], Ranking] = {}
+        for r in candidates:
+            family = (r.method, r.rrf_k if r.method == "rrf" else 0.0)
+            held = best.get(family)
+            if held is None or float(self.score(r).mean()) > float(self.score(held).mean()):
+                best[family] = r
+        return list(best.values())
+
     def clearly_better(self, challenger: Ranking, incumbent: Ranking) -> bool:
         ahead, noise = self.lead(challenger, incumbent)
         return ahead > max(NOISE_FLOOR, CLEAR_WIN * noise)
@@ -288,7 +301,9 @@ def choose_ranking(chooser: Chooser, *, hybrid: bool) -> Ranking:
     """Coordinate ascent: fusion method, title weight, graph weight, identifier lean, and
     the method once more with the others settled."""
     grid = METHOD_GRID if hybrid else [Ranking("lexical", graph_weight=0.0)]
-    current = chooser.pick([r.with_(title_weight=0.0, graph_weight=0.0) for r in grid])
+    current = chooser.pick(
+        chooser.best_weights([r.with_(title_weight=0.0, graph_weight=0.0) for r in grid])
+    )
     if hybrid:  # an arm alone replaces the fusion only when it clearly wins
         for arm in SINGLE_ARMS:
             arm = arm.with_(title_weight=0.0, graph_weight=0.0)
@@ -304,7 +319,9 @@ def choose_ranking(chooser: Chooser, *, hybrid: bool) -> Ranking:
             "identifier_lean": current.identifier_lean,
         }
         if current.method not in ("lexical", "semantic"):
-            current = chooser.pick([current, *[r.with_(**settled) for r in grid]])
+            current = chooser.pick(
+                chooser.best_weights([current, *[r.with_(**settled) for r in grid]])
+            )
     return current
 
 

@@ -3,7 +3,10 @@ and the absence thresholds (no database, no model)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from retriever.absence import UNKNOWN_SHARE, AbsenceModel, fit, signals, unknown_share
+from retriever.calibrate import Chooser
 from retriever.pseudo import NoteSample, Section, make_queries, note_order, plain_text
 from retriever.ranking import DEFAULT_RANKING, Arms, Ranking, fuse, ranked_docs
 from retriever.titles import TitleIndex, note_names
@@ -248,3 +251,25 @@ def test_signals_of_a_search() -> None:
     assert sig["coverage"] == 0.5 and sig["best_cosine"] == 0.8
     assert 0 < sig["cosine_gap"] <= 0.2 + 1e-9 and 0 < sig["lexical_gap"] < 1
     assert sig["agreement"] > 0
+
+
+# --- calibration's choice -------------------------------------------------------------
+
+
+def _chooser(scores: dict[Ranking, list[float]]) -> Chooser:
+    chooser = Chooser(bench=None, choose=[], report=[])  # type: ignore[arg-type]
+    chooser.seen.update({r: np.array(s) for r, s in scores.items()})  # scored already
+    return chooser
+
+
+def test_each_fusion_keeps_its_best_semantic_weight_whatever_the_grid_order() -> None:
+    low, high = Ranking("linear", 0.25), Ranking("linear", 0.5)
+    rrf_low, rrf_high = Ranking("rrf", 0.5, 60.0), Ranking("rrf", 1.0, 60.0)
+    rrf20 = Ranking("rrf", 0.5, 20.0)
+    scores = {low: [0.50, 0.52], high: [0.51, 0.52], rrf_low: [0.4, 0.4],
+              rrf_high: [0.3, 0.3], rrf20: [0.2, 0.2]}  # fmt: skip
+    chooser = _chooser(scores)
+    assert chooser.best_weights([low, high, rrf_low, rrf_high, rrf20]) == [high, rrf_low, rrf20]
+    assert chooser.best_weights([high, low]) == [high]  # a weight listed first gains nothing
+    # Across fusions the simpler one (listed first) still wins within the noise.
+    assert chooser.pick(chooser.best_weights([low, high, rrf_low])) == high
