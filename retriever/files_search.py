@@ -12,7 +12,6 @@ search is bounded in time: past the limit it answers from the files read so far.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 import time
 from collections.abc import Iterable
@@ -21,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from retriever.budget import allocate, estimate_tokens
+from retriever.doc_filter import DocFilter
 from retriever.lexical import BM25Params, fold, idf, query_terms
 from retriever.prepare import PreparedChunk, PreparedDoc, decode_note, prepare_text
 from retriever.scan import FileInfo, scan_vault
@@ -40,6 +40,10 @@ class FilesQuery:
     note_type: str | None = None
     modified_after: datetime | None = None
     bm25: BM25Params = field(default_factory=BM25Params)
+
+    def doc_filter(self) -> DocFilter:
+        return DocFilter.of(folder=self.folder, tags=self.tags, note_type=self.note_type,
+                            modified_after=self.modified_after)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -77,17 +81,18 @@ def search_files(
     # The scan gets four fifths of the time: chunking the best files takes the rest.
     deadline = time.monotonic() + time_limit * 0.8
     terms = _terms(query.queries)
+    scope = query.doc_filter()
     files = [
         f
         for f in scan_vault(vault, include=include, exclude=exclude, max_bytes=max_bytes).files
-        if _in_scope(f, query)
+        if scope.accepts_file(f.path, f.mtime_ns)
     ]
     seen, timed_out = _count_terms(vault, files, terms, deadline)
     df = {t: sum(1 for f in seen if t in f.counts) for t in terms}
     weights = {t: idf(len(files), df[t]) for t in terms if df[t]}
     best = _best_files(seen, weights, query.bm25)[:MAX_FILES_CHUNKED]
     docs = [d for d in (_prepare(vault, f.info, min_chars, max_chars) for f in best) if d]
-    docs = [d for d in docs if _doc_in_scope(d, query)]
+    docs = [d for d in docs if scope.accepts_note(d.note_type, d.tags)]
     passages = _rank_passages(docs, weights, query.bm25)
     coverage = _coverage(passages[0][2], query.queries) if passages else 0.0
     return FilesAnswer(passages, coverage, len(files), len(seen), timed_out)
@@ -98,24 +103,6 @@ def _terms(queries: list[str]) -> list[str]:
     for q in queries:
         seen.update(dict.fromkeys(query_terms(q)))
     return list(seen)
-
-
-def _in_scope(info: FileInfo, query: FilesQuery) -> bool:
-    folder = (query.folder or "").strip().strip("/")
-    if folder and not info.path.startswith(folder + "/"):
-        return False
-    after = query.modified_after
-    return after is None or info.mtime_ns >= int(after.timestamp() * 1e9)
-
-
-def _doc_in_scope(doc: PreparedDoc, query: FilesQuery) -> bool:
-    if query.note_type and (doc.note_type or "").lower() != query.note_type.lower():
-        return False
-    if not query.tags:
-        return True
-    wanted = [t.lstrip("#").lower() for t in query.tags if t.strip("# ")]
-    have = [t.lower() for t in doc.tags]
-    return any(h == w or fnmatch.fnmatchcase(h, w + "/*") for h in have for w in wanted)
 
 
 def _count_terms(

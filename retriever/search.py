@@ -18,6 +18,7 @@ from retriever import store
 from retriever.absence import UNKNOWN_SHARE, AbsenceModel, signals, unknown_share
 from retriever.budget import allocate, estimate_tokens
 from retriever.calibration_store import LEXICAL_KEY, CalibrationCache
+from retriever.doc_filter import DocFilter
 from retriever.embed import Embedder, EmbedderError, InvalidVectorError
 from retriever.graph import LinkGraph, random_walk_scores
 from retriever.lexical import BM25Params, bm25_search, query_terms, term_idf
@@ -74,6 +75,10 @@ class SearchOptions:
             if value is not None:
                 setattr(opts, name, value)
         return opts
+
+    def doc_filter(self) -> DocFilter:
+        return DocFilter.of(folder=self.folder, tags=self.tags, note_type=self.note_type,
+                            modified_after=self.modified_after)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -171,33 +176,6 @@ def looks_like_identifier(query: str) -> bool:
     return bool(words) and len(words) <= 4 and any(_IDENTIFIER.search(w) for w in words)
 
 
-def _doc_filter(opts: SearchOptions) -> tuple[str, dict[str, object]]:
-    """SQL over ``documents d`` for the caller's filters (values always bound)."""
-    parts: list[str] = []
-    params: dict[str, object] = {}
-    if opts.folder:
-        folder = opts.folder.strip().strip("/")
-        if folder:
-            parts.append("d.path LIKE %(f_folder)s ESCAPE '\\'")
-            escaped = folder.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            params["f_folder"] = escaped + "/%"
-    if opts.tags:
-        # Case-insensitive, and a tag matches its nested tags too (#homelab ⊇ #homelab/backup),
-        # the way list_notes and Obsidian treat them.
-        parts.append(
-            "EXISTS (SELECT 1 FROM unnest(d.tags) AS t(tag), unnest(%(f_tags)s::text[]) AS q(tag)"
-            " WHERE lower(t.tag) = q.tag OR starts_with(lower(t.tag), q.tag || '/'))"
-        )
-        params["f_tags"] = [t.lstrip("#").lower() for t in opts.tags if t.strip("# ")]
-    if opts.note_type:
-        parts.append("lower(d.note_type) = lower(%(f_type)s)")
-        params["f_type"] = opts.note_type
-    if opts.modified_after:
-        parts.append("d.mtime_ns >= %(f_mtime)s")
-        params["f_mtime"] = int(opts.modified_after.timestamp() * 1e9)
-    return " AND ".join(parts), params
-
-
 @dataclass(slots=True)
 class _ChunkRow:
     id: int
@@ -292,7 +270,7 @@ class Searcher:
             model, degraded = self.semantic_model(conn, embedder, embed_error)
             if model is None:
                 mode = "lexical"
-        where, fparams = _doc_filter(opts)
+        where, fparams = opts.doc_filter().sql()
         qvecs: list[np.ndarray] | None = None
         if model is not None and embedder is not None:
             try:
