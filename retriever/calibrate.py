@@ -386,8 +386,8 @@ class Lexicon:
             "SELECT term, id, df FROM lexicon WHERE term = ANY(%s)", (list(terms),)
         ).fetchall()
         n = conn.execute("SELECT n_chunks FROM lex_stats WHERE id = 1").fetchone()
-        return cls(int(n[0]) if n else 0, {r[0]: int(r[1]) for r in rows},
-                   {r[0]: int(r[2]) for r in rows})  # fmt: skip
+        ids = {r[0]: int(r[1]) for r in rows}
+        return cls(int(n[0]) if n else 0, ids, {r[0]: int(r[2]) for r in rows})
 
     def unknown(self, qterms: Counter[str], left_out: DocTerms | None) -> float:
         """``absence.unknown_share`` of the query, with ``left_out``'s chunks removed."""

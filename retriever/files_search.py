@@ -42,8 +42,12 @@ class FilesQuery:
     bm25: BM25Params = field(default_factory=BM25Params)
 
     def doc_filter(self) -> DocFilter:
-        return DocFilter.of(folder=self.folder, tags=self.tags, note_type=self.note_type,
-                            modified_after=self.modified_after)  # fmt: skip
+        return DocFilter.of(
+            folder=self.folder,
+            tags=self.tags,
+            note_type=self.note_type,
+            modified_after=self.modified_after,
+        )
 
 
 @dataclass(slots=True)

@@ -77,8 +77,12 @@ class SearchOptions:
         return opts
 
     def doc_filter(self) -> DocFilter:
-        return DocFilter.of(folder=self.folder, tags=self.tags, note_type=self.note_type,
-                            modified_after=self.modified_after)  # fmt: skip
+        return DocFilter.of(
+            folder=self.folder,
+            tags=self.tags,
+            note_type=self.note_type,
+            modified_after=self.modified_after,
+        )
 
 
 @dataclass(slots=True)
