@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,7 +13,7 @@ import psycopg
 from pgvector import HalfVector
 
 from retriever.chunk import Link
-from retriever.prepare import PreparedDoc, embedding_input
+from retriever.prepare import PreparedChunk, PreparedDoc, embedding_input
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,39 +133,55 @@ def write_documents(
     ids = _upsert_documents(conn, docs)
     ids_of = term_ids(conn, {t for d in docs for c in d.chunks for t in c.terms})
     _insert_passages(conn, docs)
-
-    added = 0
     with conn.cursor() as cur:
-        with cur.copy(
-            "COPY chunks (doc_id, ordinal, passage_hash, heading_trail, start_line, end_line,"
-            " content_type, terms, tfs, len) FROM STDIN"
-        ) as copy:
-            for d in docs:
-                doc_id = ids[d.path]
-                for c in d.chunks:
-                    pairs = sorted(zip((ids_of[t] for t in c.terms), c.tfs, strict=True))
-                    copy.write_row(
-                        (
-                            doc_id, c.ordinal, c.passage_hash, c.heading_trail, c.start_line,
-                            c.end_line, c.content_type,
-                            "{" + ",".join(str(i) for i, _ in pairs) + "}",
-                            "{" + ",".join(repr(f) for _, f in pairs) + "}", c.length,
-                        )
-                    )  # fmt: skip
-                    added += 1
-                    deltas.n_chunks += 1
-                    deltas.sum_len += c.length
-                    if not bulk:
-                        for t in c.terms:
-                            deltas.df[ids_of[t]] += 1
-        with cur.copy(
-            "COPY links (doc_id, target, anchor, alias, kind, line, n) FROM STDIN"
-        ) as copy:
-            for d in docs:
-                for key, (line, n) in distinct_links(d.links).items():
-                    copy.write_row((ids[d.path], *key, line, n))
+        added = _copy_chunks(cur, docs, ids, ids_of, deltas, count_terms=not bulk)
+        _copy_links(cur, docs, ids)
     _apply(conn, deltas)
     return added, removed
+
+
+def _copy_chunks(
+    cur: psycopg.Cursor,
+    docs: Sequence[PreparedDoc],
+    ids: Mapping[str, int],
+    ids_of: Mapping[str, int],
+    deltas: _Deltas,
+    *,
+    count_terms: bool,
+) -> int:
+    """COPY every chunk of ``docs``; the statistics' deltas are kept as rows go (term
+    frequencies only when ``count_terms``: a bulk load counts them once at the end)."""
+    added = 0
+    with cur.copy(
+        "COPY chunks (doc_id, ordinal, passage_hash, heading_trail, start_line, end_line,"
+        " content_type, terms, tfs, len) FROM STDIN"
+    ) as copy:
+        for d in docs:
+            for c in d.chunks:
+                copy.write_row(_chunk_row(ids[d.path], c, ids_of))
+                added += 1
+                deltas.n_chunks += 1
+                deltas.sum_len += c.length
+                if count_terms:
+                    for t in c.terms:
+                        deltas.df[ids_of[t]] += 1
+    return added
+
+
+def _chunk_row(doc_id: int, c: PreparedChunk, ids_of: Mapping[str, int]) -> tuple[object, ...]:
+    """One chunk as COPY takes it: terms as ascending lexicon ids, tfs in the same order."""
+    pairs = sorted(zip((ids_of[t] for t in c.terms), c.tfs, strict=True))
+    terms = "{" + ",".join(str(i) for i, _ in pairs) + "}"
+    tfs = "{" + ",".join(repr(f) for _, f in pairs) + "}"
+    place = (c.ordinal, c.passage_hash, c.heading_trail, c.start_line, c.end_line)
+    return (doc_id, *place, c.content_type, terms, tfs, c.length)
+
+
+def _copy_links(cur: psycopg.Cursor, docs: Sequence[PreparedDoc], ids: Mapping[str, int]) -> None:
+    with cur.copy("COPY links (doc_id, target, anchor, alias, kind, line, n) FROM STDIN") as copy:
+        for d in docs:
+            for key, (line, n) in distinct_links(d.links).items():
+                copy.write_row((ids[d.path], *key, line, n))
 
 
 LinkKey = tuple[str, str | None, str | None, str]  # target, anchor, alias, kind
@@ -202,16 +218,9 @@ def _upsert_documents(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> 
                 indexed_at = now()
             RETURNING id, path
             """,
-            [
-                (
-                    d.path, d.size, d.mtime_ns, d.sha256, d.title,
-                    json.dumps(d.frontmatter, default=str), d.tags, d.aliases, d.note_type,
-                    d.created, d.updated, d.encoding,
-                )
-                for d in docs
-            ],
+            [_document_row(d) for d in docs],
             returning=True,
-        )  # fmt: skip
+        )
         while True:
             row = cur.fetchone()
             if row is not None:
@@ -219,6 +228,12 @@ def _upsert_documents(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> 
             if not cur.nextset():
                 break
     return ids
+
+
+def _document_row(d: PreparedDoc) -> tuple[object, ...]:
+    frontmatter = json.dumps(d.frontmatter, default=str)
+    described = (d.title, frontmatter, d.tags, d.aliases, d.note_type, d.created, d.updated)
+    return (d.path, d.size, d.mtime_ns, d.sha256, *described, d.encoding)
 
 
 def _insert_passages(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> None:
