@@ -165,10 +165,12 @@ def indexed_vaults(server_uri: str) -> list[dict[str, object]]:
     """Every vault indexed on this server: its path, notes and database."""
     own = psycopg.conninfo.conninfo_to_dict(server_uri).get("dbname") or "postgres"
     with psycopg.connect(server_uri, autocommit=True) as conn:
-        names = [r[0] for r in conn.execute(
+        rows = conn.execute(
             "SELECT datname FROM pg_database WHERE datname = %s OR datname LIKE 'vault\\_%%'"
-            " ORDER BY datname", (own,)
-        )]  # fmt: skip
+            " ORDER BY datname",
+            (own,),
+        )
+        names = [r[0] for r in rows]
     found: list[dict[str, object]] = []
     for name in names:
         with psycopg.connect(with_dbname(server_uri, name), autocommit=True) as conn:

@@ -85,12 +85,12 @@ _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _SPLIT = re.compile(r"[._\-/]+")
 _NUMERIC = re.compile(r"^v?\d+(?:[._\-]\d+)*[a-z]?$")
 
-_SUFFIXES = (
-    # English and French inflections, longest first; we only need a cheap, consistent stem.
-    "ational", "issements", "issement", "ements", "ement", "ations", "ation", "ments", "ment",
-    "ings", "ing", "ness", "ities", "ite", "ity", "ives", "ive", "euses", "euse", "eux",
-    "iers", "ier", "ies", "ied", "ees", "ers", "er", "es", "ed", "ly", "s", "e",
-)  # fmt: skip
+# English and French inflections, longest first; we only need a cheap, consistent stem.
+_SUFFIXES = tuple(
+    """ational issements issement ements ement ations ation ments ment
+    ings ing ness ities ite ity ives ive euses euse eux
+    iers ier ies ied ees ers er es ed ly s e""".split()
+)
 STEM_PREFIX = 7
 
 
