@@ -4,6 +4,7 @@ document row, chunks, links and the BM25 statistics change together or not at al
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -347,11 +348,18 @@ def store_embeddings(
             copy.write_row((model, h, HalfVector(v)))
 
 
-def gc_embeddings(conn: psycopg.Connection, keep_fingerprint: str | None) -> int:
-    """Drop embeddings (and model rows) of every model but ``keep_fingerprint``."""
-    cur = conn.execute(
-        "DELETE FROM models WHERE fingerprint IS DISTINCT FROM %s", (keep_fingerprint,)
-    )
+VECTORS_KEY = "vectors_at"  # meta: when an embedding pass last stored vectors
+
+
+def note_vectors_stored(conn: psycopg.Connection) -> None:
+    """Searches recount a model's missing vectors when this (or the last index run) moves."""
+    set_meta(conn, VECTORS_KEY, time.time())
+
+
+def gc_embeddings(conn: psycopg.Connection, keep: Sequence[str]) -> int:
+    """Drop embeddings (and model rows) of every model but those in ``keep`` (fingerprints:
+    every configured tier's)."""
+    cur = conn.execute("DELETE FROM models WHERE NOT (fingerprint = ANY(%s))", (list(keep),))
     return cur.rowcount or 0
 
 
