@@ -60,6 +60,7 @@ HNSW_THRESHOLD = 20_000  # exact cosine search is fast enough below this many ve
 # A first index of at least this many notes loads without secondary indexes and counts term
 # frequencies once at the end (store.begin_bulk): far less work than row-by-row upkeep.
 BULK_THRESHOLD = 1_000
+BROKEN_AFTER = 8  # invalid vectors in a row after which a model is taken for broken
 
 
 @dataclass(slots=True)
@@ -539,21 +540,13 @@ def _embed_pending(
         if not rows:
             continue
         hashes, vectors = _embed_rows(embedder, rows, refused, report, tier)
-        if tier.error:  # the embedder went away: the rest stays pending
-            break
-        if hashes:
+        if hashes:  # what was embedded before any failure is kept
             with conn.transaction():
                 conn.execute("SET LOCAL synchronous_commit = off")
                 store.store_embeddings(conn, model, hashes, vectors)
                 store.note_vectors_stored(conn)
             tier.embedded += len(hashes)
-        elif len(rows) > 1:
-            # Not one valid vector in a whole batch: the model is broken (e.g. the NaN
-            # regression), not these passages. Stop instead of asking passage by passage.
-            tier.error = (
-                f"{embedder.model_id} returned invalid vectors for a whole batch of "
-                f"{len(rows)} passages; the rest stay pending"
-            )
+        if tier.error:  # the embedder went away or broke: the rest stays pending
             break
         done += len(rows)
         if progress:
@@ -588,8 +581,17 @@ def _embed_rows(
     # Isolate invalid vectors one passage at a time so the good ones are still stored.
     keep: list[bytes] = []
     vecs: list[np.ndarray] = []
+    in_a_row = 0
     for h, text in rows:
         got_h, got_v = _embed_rows(embedder, [(h, text)], refused, report, tier)
+        in_a_row = 0 if got_h else in_a_row + 1
+        if in_a_row >= BROKEN_AFTER:
+            # The model is broken (e.g. the NaN regression), not these passages: stop
+            # instead of asking passage by passage; the rest stay pending.
+            tier.error = (
+                f"{embedder.model_id} returned invalid vectors for {in_a_row} passages in "
+                "a row; the rest stay pending"
+            )
         if tier.error:
             break
         if got_h:

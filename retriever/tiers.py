@@ -95,7 +95,7 @@ class Tier:
     def __init__(self, name: str, model: str, load: Loader, interval_max: float) -> None:
         self.name, self.model = name, model
         self._load = load
-        self._interval_max = max(PROBE_BASE, interval_max)
+        self._interval_max = max(0.0, interval_max)
         self._lock = threading.Lock()  # guards the state below
         self._probe_lock = threading.Lock()  # one probe at a time
         self._embedder: Embedder | None = None
@@ -212,7 +212,7 @@ class Tier:
             self.error = reason
             self.down_since = time.time()
             self._failures = 1
-            self._next_probe = time.monotonic() + PROBE_BASE
+            self._next_probe = time.monotonic() + self._pause()
         log.warning("%s tier failed: %s", self.name, reason)
 
     def loaded(self) -> Embedder | None:
