@@ -193,7 +193,7 @@ class Retriever:
         jobs = []
         for tier, embedder in self.tiers.for_index(block=block):
             error = None if embedder is not None else tier.error
-            jobs.append(TierJob(tier.name, embedder, error))
+            jobs.append(TierJob(tier.name, embedder, error, None if tier.off else tier.model))
         return jobs
 
     def refresh(self) -> int:
@@ -447,7 +447,10 @@ class Retriever:
                 " (SELECT count(*) FROM passages)"
             ).fetchone()
             assert counts is not None
-            model = store.model_row(conn, embedder.fingerprint) if embedder else None
+            if embedder is not None:
+                model = store.model_row(conn, embedder.fingerprint)
+            else:  # away: count against its last stored vectors
+                model = store.model_row_of(conn, self.settings.embed_model)
             pending = store.count_pending(conn, model[0] if model else None)
             last = store.get_meta(conn, "last_index")
             models = [r[0] for r in conn.execute("SELECT fingerprint FROM models ORDER BY id")]
@@ -477,11 +480,14 @@ class Retriever:
         total = store.count_pending(conn, None)
         out = []
         for tier in self.tiers.tiers:
+            embedder = tier.get()  # a first load, else what the last probe found
             info = tier.state()
-            embedder = tier.loaded()
-            model = store.model_row(conn, embedder.fingerprint) if embedder else None
+            if embedder is not None:
+                model = store.model_row(conn, embedder.fingerprint)
+            else:  # away: its last stored vectors
+                model = None if tier.off else store.model_row_of(conn, tier.model)
             pending = store.count_pending(conn, model[0]) if model else total
-            info.update(passages=total, vectors=total - pending if embedder else None)
+            info.update(passages=total, vectors=total - pending)
             out.append(info)
         return out
 

@@ -106,6 +106,7 @@ class TierJob:
     tier: str
     embedder: Embedder | None
     error: str | None = None
+    setting: str | None = None  # the configured model (counts its vectors while it is away)
 
 
 @dataclass(slots=True)
@@ -384,7 +385,7 @@ def _embed_tiers(
     """Fill every tier that has an embedder. The last tier (the cheap static one) goes
     first, so search has complete vectors within seconds while the primary fills."""
     out = {
-        job.tier: TierReport(job.tier, job.embedder.model_id if job.embedder else None,
+        job.tier: TierReport(job.tier, job.embedder.model_id if job.embedder else job.setting,
                              error=job.error)
         for job in tiers
     }  # fmt: skip
@@ -395,7 +396,10 @@ def _embed_tiers(
                 conn, job.embedder, tier, report, progress, halt, settings.embed_batch, limit
             )
         else:
-            model = store.model_row(conn, job.embedder.fingerprint) if job.embedder else None
+            if job.embedder is not None:
+                model = store.model_row(conn, job.embedder.fingerprint)
+            else:  # away: count against its last stored vectors
+                model = store.model_row_of(conn, job.setting) if job.setting else None
             tier.pending = store.count_pending(conn, model[0] if model else None)
         tier.seconds = round(time.perf_counter() - started, 3)
         conn.commit()

@@ -304,6 +304,15 @@ def model_row(conn: psycopg.Connection, fingerprint: str) -> tuple[int, int] | N
     return (int(row[0]), int(row[1])) if row else None
 
 
+def model_row_of(conn: psycopg.Connection, model_id: str) -> tuple[int, int] | None:
+    """The latest model row stored for a model setting (its fingerprint unknown while the
+    model is away): what status and health count vectors against meanwhile."""
+    row = conn.execute(
+        "SELECT id, dim FROM models WHERE model_id = %s ORDER BY id DESC LIMIT 1", (model_id,)
+    ).fetchone()
+    return (int(row[0]), int(row[1])) if row else None
+
+
 def pending_hashes(conn: psycopg.Connection, model: int) -> list[bytes]:
     """Hashes of passages with no vector for ``model`` (one anti-join for the whole run)."""
     rows = conn.execute(
