@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import platformdirs
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -130,6 +130,12 @@ class Settings(BaseSettings):
         default=12_000, description="Compress tool output longer than this (characters)"
     )
     hook_compress_budget: int = Field(default=800, description="Tokens of a compressed extract")
+
+    @field_validator("embed_dim", mode="before")
+    @classmethod
+    def _no_dim(cls, value: object) -> object:
+        """An empty value (a compose override clearing it) means no expected dimension."""
+        return None if isinstance(value, str) and value.strip() in ("", "none", "auto") else value
 
     def resolved_vault(self) -> Path:
         return request_context.absolute(self.vault).resolve()
