@@ -694,7 +694,8 @@ def _health_tool(server: FastMCP, state: ServerState) -> None:
 
     @server.tool(annotations=READ_ONLY)
     def health() -> dict[str, Any]:
-        """Is search working, and how well? Checks database, schema, embedder and index.
+        """Is search working, and how well? Checks database, schema, embedder and index,
+        and lists every embedding tier (`tiers`: primary, fallback) with its state.
 
         `verdict` is "healthy" (hybrid search), "degraded" (search works, but e.g. only
         by keywords, or the index is behind: see `summary`) or "down" (no search; tools
@@ -704,7 +705,9 @@ def _health_tool(server: FastMCP, state: ServerState) -> None:
         def body() -> dict[str, Any]:
             state.maybe_reprobe()
             data = state.check_health().to_dict()
-            data.pop("facts", None)
+            facts = data.pop("facts", None) or {}
+            keep = ("tier", "model", "state", "vectors", "passages", "last_probe", "error")
+            data["tiers"] = [{k: t.get(k) for k in keep} for t in facts.get("tiers", [])]
             return _redact_all(state.scrub_all(data))
 
         return state.run("health", body)

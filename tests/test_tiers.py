@@ -445,3 +445,32 @@ def test_health_warns_when_the_model_does_not_read_the_vault(
     other.index()
     check = run_health(other).check("language")
     assert check is not None and check.status == "ok" and "French" in check.detail
+
+
+def test_mcp_server_switches_tiers_without_a_restart(
+    tiered, ollama: Server, tmp_path: Path
+) -> None:
+    from retriever.mcp_server import build_server
+    from tests.test_mcp import Caller
+
+    app = tiered()
+    app.index()
+    mcp = Caller(build_server(app))
+    data = mcp.ok("search", queries=next(_queries))
+    assert (data["mode"], data["tier"], data["model"]) == ("hybrid", PRIMARY, OLLAMA)
+    ollama.stop()
+    data = mcp.ok("search", queries=next(_queries))
+    assert (data["mode"], data["tier"]) == ("hybrid", FALLBACK) and data["hits"]
+    assert "ollama unreachable since" in data["degraded_reason"]
+    assert data["model"] == Path(str(app.settings.fallback_model)).name  # no local path
+    text = mcp.ok("get_context", topic=next(_queries))
+    assert "using the fallback model" in text
+    health = mcp.ok("health")
+    assert {t["tier"]: t["state"] for t in health["tiers"]} == {
+        PRIMARY: "down",
+        FALLBACK: "up",
+    }
+    ollama.start()
+    wait_for(lambda: mcp.ok("search", queries=next(_queries))["tier"] == PRIMARY)
+    for message in mcp.messages:
+        assert str(tmp_path) not in message
