@@ -305,13 +305,13 @@ class Tiers:
                 continue
             pending = coverage(embedder)
             if pending == 0:
-                return Choice(tier, tier.query_embedder(embedder), self._note(passed, tier))
+                return Choice(tier, self._for_queries(tier, embedder), self._note(passed, tier))
             if pending is None:
                 unembedded = unembedded or Choice(tier, embedder)
                 passed.append(f"{tier.label} has no vectors yet")
             else:
                 if partial is None:
-                    choice = Choice(tier, tier.query_embedder(embedder))
+                    choice = Choice(tier, self._for_queries(tier, embedder))
                     partial = (choice, len(passed))
                 passed.append(f"{tier.label} lacks vectors for {pending} passages")
         if partial is not None:
@@ -324,6 +324,14 @@ class Tiers:
         if len(self.tiers) == 1:
             return Choice(None, None, error=self.primary.error or _off_reason(self.primary))
         return Choice(None, None, error="; ".join(passed) or None)
+
+    def _for_queries(self, tier: Tier, embedder: Embedder) -> Embedder:
+        """With another tier to turn to, a query gets one short attempt (a slow or dead
+        server must not hold the search); alone, a tier keeps its full timeout and retries
+        (a busy server still answers, which beats keyword-only)."""
+        if sum(not t.off for t in self.tiers) > 1:
+            return tier.query_embedder(embedder)
+        return embedder
 
     def _note(self, passed: list[str], tier: Tier) -> str | None:
         if tier is self.primary or not passed:
