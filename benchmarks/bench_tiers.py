@@ -140,7 +140,7 @@ def _calibrated(report: dict[str, Any]) -> dict[str, Any]:
 def bench_quality(args: argparse.Namespace) -> dict[str, Any]:
     server = CompatServer(args)
     primary = f"ollama:{args.name}"
-    home = Path(args.home) / "quality"
+    home = Path(args.reuse) if args.reuse else Path(args.home) / "quality"
     out: dict[str, Any] = {}
     server.start()
     try:
@@ -173,7 +173,7 @@ def bench_switch(args: argparse.Namespace) -> dict[str, Any]:
     from retriever.app import Retriever
     from retriever.config import Settings
 
-    home = Path(args.home) / "quality"  # indexed by `quality` (both tiers)
+    home = Path(args.reuse) if args.reuse else Path(args.home) / "quality"  # both tiers
     server = CompatServer(args)
     server.start()
     settings = Settings(
@@ -253,6 +253,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=11437)
     parser.add_argument("--home", default=".retriever/bench-tiers")
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--reuse", help="quality/switch: a home indexed with both tiers")
     parser.add_argument("--calibrate", action="store_true", help="index: calibrate too")
     parser.add_argument("--searches", type=int, default=200)
     parser.add_argument("--pace", type=float, default=0.25, help="switch: seconds between searches")

@@ -193,7 +193,9 @@ class Tier:
             self.down_since = self.down_since or now
             self._failures += 1
             self._next_probe = time.monotonic() + self._pause()
-        log.warning("embedder unavailable (%s tier): %s", self.name, error)
+        # The primary's line reads as it always did (the CLI then need not repeat it).
+        who = "embedder" if self.name == PRIMARY else f"{self.name} embedder"
+        log.warning("%s unavailable: %s", who, error)
 
     def _pause(self) -> float:
         return float(min(self._interval_max, PROBE_BASE * 2 ** max(0, self._failures - 1)))
