@@ -224,7 +224,11 @@ def _progress(*, enabled: bool):
 
     def update(stage: str, done: int, total: int) -> None:
         if stage not in tasks:
-            label = {"index": "reading notes", "embed": "embedding passages"}.get(stage, stage)
+            label = {
+                "index": "reading notes",
+                "embed": "embedding passages",
+                "embed-fallback": "embedding passages (fallback model)",
+            }.get(stage, stage)
             tasks[stage] = bar.add_task(label, total=total)
         bar.update(tasks[stage], completed=done, total=total)
 

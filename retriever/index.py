@@ -554,7 +554,7 @@ def _embed_pending(
             break
         done += len(rows)
         if progress:
-            progress("embed", done, total)
+            progress("embed" if tier.tier == "primary" else f"embed-{tier.tier}", done, total)
     tier.refused = len(refused)
     if not halt.is_set():  # an interrupted run must end promptly, not start an index build
         _ensure_vector_index(conn, model, embedder.dimension)
