@@ -21,8 +21,15 @@ from retriever.db import (
     describe_url,
     open_database,
 )
-from retriever.embed import Embedder, EmbedderError, load_embedder
-from retriever.index import LOCK_BUSY, IndexReport, ProgressFn, changed_files, index_vault
+from retriever.embed import Embedder, EmbedderError
+from retriever.index import (
+    LOCK_BUSY,
+    IndexReport,
+    ProgressFn,
+    TierJob,
+    changed_files,
+    index_vault,
+)
 from retriever.lexical import BM25Params
 from retriever.query_input import (
     SearchInputError,
@@ -32,10 +39,10 @@ from retriever.query_input import (
 )
 from retriever.ranking import FUSION_CHOICES, Ranking
 from retriever.search import Searcher, SearchOptions, SearchResult, check_options
+from retriever.tiers import Choice, Tiers
 
 log = logging.getLogger(__name__)
 
-EMBEDDER_RETRY_SECONDS = 60.0
 DATABASE_RETRY_SECONDS = 10.0
 FRESH_EMBED_LIMIT = 128  # passages a pre-search freshness pass may embed
 
@@ -56,6 +63,7 @@ class Status:
     last_index: dict[str, Any] | None = None
     stored_models: list[str] = field(default_factory=list)
     calibration: dict[str, Any] = field(default_factory=dict)
+    tiers: list[dict[str, Any]] = field(default_factory=list)  # every embedding tier
     vaults: list[dict[str, Any]] = field(default_factory=list)  # every vault on this server
 
     def to_dict(self) -> dict[str, Any]:
@@ -63,14 +71,18 @@ class Status:
 
 
 class Retriever:
-    """Owns the settings, the database pool and the (optional) embedder."""
+    """Owns the settings, the database pool and the embedding tiers."""
 
-    def __init__(self, settings: Settings | None = None, *, db: Database | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        db: Database | None = None,
+        tiers: Tiers | None = None,
+    ) -> None:
         self.settings = settings or get_settings()
         self._db = db
-        self._embedder: Embedder | None = None
-        self._embed_error: str | None = None
-        self._embed_checked = 0.0
+        self.tiers = tiers or Tiers(self.settings)
         self._lock = threading.Lock()
         self._searcher = Searcher()
         self._last_fresh = 0.0
@@ -110,34 +122,18 @@ class Retriever:
             db.close()
 
     def embedder(self, *, retry: bool = False) -> tuple[Embedder | None, str | None]:
-        """The embedder, or None with the reason. Failed loads are retried at most once a
-        minute (or when ``retry``), so a recovered Ollama is picked up without a restart."""
-        with self._lock:
-            now = time.monotonic()
-            due = retry or now - self._embed_checked > EMBEDDER_RETRY_SECONDS
-            if self._embedder is None and (
-                self._embed_checked == 0.0 or (self._embed_error and due)
-            ):
-                self._embed_checked = now
-                try:
-                    self._embedder = load_embedder(
-                        self.settings.embed_model,
-                        ollama_url=self.settings.ollama_url,
-                        timeout=self.settings.ollama_timeout,
-                    )
-                    self._embed_error = None
-                except EmbedderError as exc:
-                    self._embedder, self._embed_error = None, str(exc)
-                    log.warning("embedder unavailable: %s", exc)
-            return self._embedder, self._embed_error
+        """The primary tier's embedder, or None with the reason. A tier that is down is
+        probed again in the background (short timeout, growing pauses), or now when
+        ``retry``, so a recovered Ollama is picked up without a restart."""
+        tier = self.tiers.primary
+        if retry:
+            tier.probe(force=True)
+        embedder = tier.get()
+        return embedder, None if embedder is not None else tier.error
 
     def embedder_failed(self, reason: str) -> None:
-        """Called when a loaded embedder stops answering (e.g. Ollama went away)."""
-        with self._lock:
-            failed, self._embedder, self._embed_error = self._embedder, None, reason
-            self._embed_checked = time.monotonic()
-        if failed is not None:
-            failed.close()
+        """Called when the loaded primary model stops answering (e.g. Ollama went away)."""
+        self.tiers.primary.failed(reason)
 
     def close(self, *, force: bool = False) -> None:
         if self.shared and not force:
@@ -145,10 +141,7 @@ class Retriever:
         if self._db is not None:
             self._db.close()
             self._db = None
-        with self._lock:
-            embedder, self._embedder = self._embedder, None
-        if embedder is not None:
-            embedder.close()  # e.g. the Ollama HTTP client
+        self.tiers.close()  # e.g. the Ollama HTTP clients
 
     # -- operations ------------------------------------------------------------------
     def index(
@@ -164,14 +157,17 @@ class Retriever:
         calibrate: bool = True,
         force: bool = False,
     ) -> IndexReport:
-        """Bring the index in line with the vault, then calibrate the ranking when due
-        (never from the bounded freshness pass: ``embed_limit`` set)."""
-        embedder, error = self.embedder() if embed else (None, "embedding skipped")
+        """Bring the index in line with the vault, filling every embedding tier that is
+        up, then calibrate the ranking when due (never from the bounded freshness pass:
+        ``embed_limit`` set, which also never waits for a tier's probe)."""
+        jobs = (
+            self._tier_jobs(block=embed_limit is None)
+            if embed
+            else [TierJob(self.tiers.primary.name, None, "embedding skipped")]
+        )
         report = index_vault(
             self.db,
             self.settings,
-            embedder=embedder,
-            embed_error=error,
             full=full,
             progress=progress,
             stop=stop,
@@ -179,7 +175,12 @@ class Retriever:
             allow_full=allow_full,
             embed_limit=embed_limit,
             force=force,
+            tiers=jobs,
         )
+        for job, done in zip(jobs, report.tiers, strict=False):
+            tier = self.tiers.get(job.tier)
+            if tier is not None and job.embedder is not None and done.error:
+                tier.failed(done.error, job.embedder)  # went away mid-run
         due = calibrate and self.settings.calibrate and embed_limit is None
         if due and not (report.interrupted or report.refused) and LOCK_BUSY not in report.warnings:
             try:
@@ -187,6 +188,13 @@ class Retriever:
             except (psycopg.Error, EmbedderError) as exc:
                 report.warnings.append(f"calibration failed: {exc}")
         return report
+
+    def _tier_jobs(self, *, block: bool) -> list[TierJob]:
+        jobs = []
+        for tier, embedder in self.tiers.for_index(block=block):
+            error = None if embedder is not None else tier.error
+            jobs.append(TierJob(tier.name, embedder, error, None if tier.off else tier.model))
+        return jobs
 
     def refresh(self) -> int:
         """Cheap freshness pass before a search: re-index changed files (bounded).
@@ -265,20 +273,50 @@ class Retriever:
                 refreshed = self.refresh()
             except (OSError, psycopg.Error) as exc:  # stale beats nothing; `stale` flags say it
                 log.warning("freshness pass failed (%s); searching the index as it is", exc)
-        embedder, error = (None, None) if opts.mode == "lexical" else self.embedder()
         with db.connection() as conn:
-            result, failure = self._searcher.search(
-                conn,
-                cleaned,
-                opts,
-                vault=self.settings.resolved_vault(),
-                embedder=embedder,
-                embed_error=error,
-            )
+            result = self._search_tiers(conn, cleaned, opts)
             conn.commit()
-        if failure:
-            self.embedder_failed(failure)
         result.refreshed_files = refreshed
+        return result
+
+    def _search_tiers(
+        self, conn: psycopg.Connection, cleaned: list[str], opts: SearchOptions
+    ) -> SearchResult:
+        """Search with the best embedding tier that can answer. A tier that fails while
+        embedding the query is marked down and the next one answers the same search: no
+        answer is lost to a tier switch."""
+        vault = self.settings.resolved_vault()
+        if opts.mode == "lexical":
+            result, _ = self._searcher.search(
+                conn, cleaned, opts, vault=vault, embedder=None, embed_error=None
+            )
+            return result
+        skip: dict[str, str] = {}
+        kept: Choice | None = None  # a tier with no valid query vector, if no other answers
+        for _ in range(len(self.tiers.tiers) + 1):
+            choice = self.tiers.choose(lambda e: self._searcher.pending_vectors(conn, e), skip=skip)
+            if choice.embedder is None or choice.tier is None:
+                choice = kept or choice
+                break
+            try:
+                vectors = self._searcher.query_vectors(choice.embedder, cleaned)
+            except EmbedderError as exc:
+                choice.tier.failed(str(exc), choice.embedder)
+                continue
+            if vectors:
+                break
+            # No valid vector for these queries (unknown words, or a model returning NaN):
+            # another tier may do better; if none does, this one still answers.
+            kept = kept or choice
+            skip[choice.tier.name] = f"{choice.tier.label} gave no valid vector for this query"
+        result, failure = self._searcher.search(
+            conn, cleaned, opts, vault=vault, embedder=choice.embedder, embed_error=choice.error
+        )
+        if failure and choice.tier is not None:
+            choice.tier.failed(failure, choice.embedder)
+        if result.mode != "lexical" and choice.tier is not None:
+            result.tier = choice.tier.name
+            result.degraded_reason = _joined(choice.note, result.degraded_reason)
         return result
 
     def _search_files(self, cleaned: list[str], opts: SearchOptions, why: str) -> SearchResult:
@@ -340,13 +378,33 @@ class Retriever:
 
     # -- calibration -----------------------------------------------------------------
     def calibrate(self, *, force: bool = True) -> dict[str, Any]:
-        """Choose the ranking and absence model for this vault and the current model.
+        """Choose the ranking and absence model for this vault and every tier's model
+        (those with a vector for every passage: partial vectors would skew the choice).
         Without ``force``, only when due (no calibration yet, or the vault changed)."""
-        embedder, _ = self.embedder()
         with self.db.connection() as conn:
-            model, reason = self._searcher.semantic_model(conn, embedder, None)
-            if model is not None and reason:  # partial vectors would skew the choice
-                model = None
+            ready = [
+                (tier, embedder)
+                for tier, embedder in self.tiers.for_index(block=False)
+                if embedder is not None and self._searcher.pending_vectors(conn, embedder) == 0
+            ]
+            conn.commit()
+        results = [(t.name, self._calibrate_one(e, force)) for t, e in ready]
+        if not results:
+            return self._calibrate_one(None, force)
+        first = results[0][1]
+        if len(self.tiers.tiers) > 1:
+            first = {
+                **first,
+                "tiers": [
+                    {"tier": name, "model": r.get("model"), "status": r.get("status")}
+                    for name, r in results
+                ],
+            }
+        return first
+
+    def _calibrate_one(self, embedder: Embedder | None, force: bool) -> dict[str, Any]:
+        with self.db.connection() as conn:
+            model = store.model_row(conn, embedder.fingerprint) if embedder else None
             key = embedder.fingerprint if (embedder and model) else LEXICAL_KEY
             n_docs = int(conn.execute("SELECT count(*) FROM documents").fetchone()[0])  # type: ignore[index]
             due = force or calibration_store.needs_calibration(
@@ -371,8 +429,8 @@ class Retriever:
 
     def calibration(self) -> dict[str, Any] | None:
         """The stored calibration report for the model searches use now."""
-        embedder, _ = self.embedder()
         with self.db.connection() as conn:
+            embedder = self.tiers.choose(lambda e: self._searcher.pending_vectors(conn, e)).embedder
             found = None
             if embedder is not None:
                 found = calibration_store.load_result(conn, embedder.fingerprint)
@@ -389,10 +447,14 @@ class Retriever:
                 " (SELECT count(*) FROM passages)"
             ).fetchone()
             assert counts is not None
-            model = store.model_row(conn, embedder.fingerprint) if embedder else None
+            if embedder is not None:
+                model = store.model_row(conn, embedder.fingerprint)
+            else:  # away: count against its last stored vectors
+                model = store.model_row_of(conn, self.settings.embed_model)
             pending = store.count_pending(conn, model[0] if model else None)
             last = store.get_meta(conn, "last_index")
             models = [r[0] for r in conn.execute("SELECT fingerprint FROM models ORDER BY id")]
+            tiers = self._tier_states(conn)
             conn.commit()
         return Status(
             vault=str(self.settings.resolved_vault()),
@@ -410,7 +472,24 @@ class Retriever:
             stored_models=models,
             calibration=calibration_store.summary(self.calibration()),
             vaults=self._indexed_vaults(),
+            tiers=tiers,
         )
+
+    def _tier_states(self, conn: psycopg.Connection) -> list[dict[str, Any]]:
+        """Every tier: state, last probe, and how many passages have its vector."""
+        total = store.count_pending(conn, None)
+        out = []
+        for tier in self.tiers.tiers:
+            embedder = tier.get()  # a first load, else what the last probe found
+            info = tier.state()
+            if embedder is not None:
+                model = store.model_row(conn, embedder.fingerprint)
+            else:  # away: its last stored vectors
+                model = None if tier.off else store.model_row_of(conn, tier.model)
+            pending = store.count_pending(conn, model[0]) if model else total
+            info.update(passages=total, vectors=total - pending)
+            out.append(info)
+        return out
 
     def _indexed_vaults(self) -> list[dict[str, Any]]:
         """The vaults the embedded server holds (with DATABASE_URL: this one only)."""
@@ -425,12 +504,15 @@ class Retriever:
             return []
 
     def gc(self) -> dict[str, int]:
-        embedder, _ = self.embedder()
+        loaded = [t.get(block=True) for t in self.tiers.tiers if not t.off]
+        # Unless every configured tier's model answers, we cannot tell which vectors are
+        # current: keep them all.
+        known = bool(loaded) and all(e is not None for e in loaded)
+        keep = [e.fingerprint for e in loaded if e is not None]
         with self.db.connection() as conn, conn.transaction():
             passages = store.gc_passages(conn)
-            # Without a working embedder we cannot tell which vectors are current: keep all.
-            models = store.gc_embeddings(conn, embedder.fingerprint) if embedder else 0
-            calibrations = calibration_store.gc(conn) if embedder else 0
+            models = store.gc_embeddings(conn, keep) if known else 0
+            calibrations = calibration_store.gc(conn) if known else 0
         return {
             "passages_removed": passages,
             "models_removed": models,
@@ -484,3 +566,8 @@ def use_pool(pool: AppPool | None) -> None:
 def open_app(settings: Settings) -> Retriever:
     """The app for ``settings``: warm from the service's pool, or a new one."""
     return _pool.get(settings) if _pool is not None else Retriever(settings)
+
+
+def _joined(*parts: str | None) -> str | None:
+    found = [p for p in parts if p]
+    return "; ".join(found) if found else None

@@ -195,7 +195,9 @@ def index(
             report = api.index(full=full, progress=progress_cb, force=force)
     if report.refused:
         _fail(report.refused, as_json)
-    degraded = bool(report.errors or report.passages_pending or report.interrupted)
+    degraded = bool(
+        report.errors or report.passages_pending or report.embed_error or report.interrupted
+    )
     if as_json:
         _emit_json({"ok": not degraded, **report.to_dict()})
     else:
@@ -222,7 +224,11 @@ def _progress(*, enabled: bool):
 
     def update(stage: str, done: int, total: int) -> None:
         if stage not in tasks:
-            label = {"index": "reading notes", "embed": "embedding passages"}.get(stage, stage)
+            label = {
+                "index": "reading notes",
+                "embed": "embedding passages",
+                "embed-fallback": "embedding passages (fallback model)",
+            }.get(stage, stage)
             tasks[stage] = bar.add_task(label, total=total)
         bar.update(tasks[stage], completed=done, total=total)
 
@@ -249,14 +255,24 @@ def _print_index_report(report: Any) -> None:
     if report.redactions:
         t.add_row("redactions", ", ".join(f"{k}: {v}" for k, v in report.redactions.items()))
     t.add_row("model", report.model or "none")
+    if len(report.tiers) > 1:
+        for tier in report.tiers:
+            state = f"{tier.embedded} embedded, {tier.pending} pending"
+            if tier.error:
+                state += f" ({tier.error})"
+            t.add_row(f"  {tier.tier}", f"{tier.model or 'unavailable'}: {state}")
     t.add_row("duration", f"{report.seconds:.2f} s")
     out.print(t)
+    backup = next((t for t in report.tiers[1:] if not t.pending and not t.error), None)
+    meanwhile = (
+        f"search uses the {backup.tier} model meanwhile" if backup else "search works lexically"
+    )
     if report.embed_error and _said_once.mentioned(report.embed_error):
-        err.print("[yellow]⚠[/yellow] vectors pending: search works lexically meanwhile")
+        err.print(f"[yellow]⚠[/yellow] vectors pending: {meanwhile}")
     elif report.embed_error:
         err.print(f"[yellow]⚠[/yellow] vectors pending: {report.embed_error}")
         err.print(
-            "  search works lexically until a model is available "
+            f"  {meanwhile} until the model is available "
             "(set RETRIEVER_EMBED_MODEL to a Model2Vec path or ollama:<model>)."
         )
     for w in report.warnings[:20]:
@@ -287,6 +303,11 @@ def status(vault: VaultArg = None, vault_opt: VaultOpt = None, as_json: JsonOpt 
             f"model     {st.model}"
             + (f"  [yellow]({st.model_error})[/yellow]" if st.model_error else "")
         )
+        if len(st.tiers) > 1:
+            for tier in st.tiers:
+                out.print(
+                    f"  {tier['tier']} tier: {describe_tier(tier)}", highlight=False, soft_wrap=True
+                )
         out.print(
             f"ranking   {describe_calibration(st.calibration)}", highlight=False, soft_wrap=True
         )
@@ -294,6 +315,16 @@ def status(vault: VaultArg = None, vault_opt: VaultOpt = None, as_json: JsonOpt 
         if others:
             out.print("also here " + ", ".join(others), highlight=False, soft_wrap=True)
     raise typer.Exit(EXIT_DEGRADED if degraded else EXIT_OK)
+
+
+def describe_tier(tier: dict[str, Any]) -> str:
+    """One line: a tier's model, whether it answers, how many passages have its vector."""
+    line = f"{tier['model']}: {tier['state']}"
+    if tier.get("vectors") is not None:
+        line += f", {tier['vectors']} of {tier['passages']} passages embedded"
+    if tier["state"] == "down" and tier.get("error"):
+        line += f" ({tier['error']})"
+    return line
 
 
 def describe_calibration(c: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import platformdirs
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -35,10 +35,26 @@ class Settings(BaseSettings):
         description="libpq URL of a Postgres with pgvector; unset = embedded server",
     )
     embed_model: str = Field(
-        default=DEFAULT_MODEL, description="Model2Vec id/path or ollama:<model>"
+        default=DEFAULT_MODEL, description="Primary tier: Model2Vec id/path or ollama:<model>"
+    )
+    # The second tier answers while the primary is away (Ollama stopped, still pulling, ...).
+    fallback_model: str = Field(
+        default="auto",
+        description="Second tier: a Model2Vec id/path; auto = the built-in Model2Vec model"
+        " when the primary is an Ollama model; none = no second tier",
+    )
+    embed_dim: int | None = Field(
+        default=None, description="Dimension the primary model must answer with (checked first)"
     )
     ollama_url: str = Field(default="http://127.0.0.1:11434")
     ollama_timeout: float = 60.0
+    probe_timeout: float = Field(
+        default=5.0,
+        description="Seconds a tier probe or a query embedding may wait before the next tier answers",
+    )
+    probe_interval_max: float = Field(
+        default=30.0, description="Longest wait between two probes of a tier that is down"
+    )
     embed_batch: int = 512
 
     include: list[str] = Field(default_factory=lambda: ["**/*.md"])
@@ -114,6 +130,12 @@ class Settings(BaseSettings):
         default=12_000, description="Compress tool output longer than this (characters)"
     )
     hook_compress_budget: int = Field(default=800, description="Tokens of a compressed extract")
+
+    @field_validator("embed_dim", mode="before")
+    @classmethod
+    def _no_dim(cls, value: object) -> object:
+        """An empty value (a compose override clearing it) means no expected dimension."""
+        return None if isinstance(value, str) and value.strip() in ("", "none", "auto") else value
 
     def resolved_vault(self) -> Path:
         return request_context.absolute(self.vault).resolve()

@@ -184,6 +184,7 @@ def run_config(
             "absent": result.likely_absent,
             "cited": cited,
             "mode": result.mode,
+            "tier": result.tier,
             "coverage": result.coverage,
             "best_cosine": result.best_cosine,
         }
@@ -219,6 +220,7 @@ def run_config(
         "p95": round(_percentile(latencies, 95), 2),
     }
     metrics["modes_used"] = sorted({v["mode"] for v in per_case.values()})
+    metrics["tiers_used"] = sorted({v["tier"] for v in per_case.values() if v["tier"]})
     metrics["cases"] = len(cases)
     return {"config": config.name, **metrics, "_per_case": per_case}
 

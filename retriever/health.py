@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from retriever.app import Retriever
     from retriever.embed import Embedder
+    from retriever.tiers import Tier
 
 log = logging.getLogger(__name__)
 
@@ -152,8 +153,8 @@ class _Probe:
     done: threading.Event = field(default_factory=threading.Event)
 
 
-def _start_probe(app: Retriever, retry: bool) -> _Probe:
-    """Load the embedder and embed a probe text on a daemon thread.
+def _start_probe(load: Callable[[], tuple[Embedder | None, str | None]]) -> _Probe:
+    """Load an embedder and embed a probe text on a daemon thread.
 
     A daemon thread, not an executor: a hung Ollama must not keep the process alive
     after the report is printed.
@@ -163,7 +164,7 @@ def _start_probe(app: Retriever, retry: bool) -> _Probe:
     def run() -> None:
         timer = _Timer()
         try:
-            embedder, error = app.embedder(retry=retry)
+            embedder, error = load()
             probe.embedder, probe.error = embedder, error
             if embedder is not None:
                 vectors = np.asarray(embedder.embed([PROBE_TEXT]), dtype=np.float32)
@@ -480,6 +481,137 @@ def _coverage_check(
     return Check("index", status, detail, "; ".join(dict.fromkeys(hints)) or None, ms=timer.ms)
 
 
+# --------------------------------------------------------------------------- tiers
+
+
+def _tier_probes(app: Retriever, retry: bool) -> dict[str, _Probe]:
+    """One probe per tier; the primary's is the embedder check's."""
+    probes = {app.tiers.primary.name: _start_probe(lambda: app.embedder(retry=retry))}
+    for tier in app.tiers.tiers[1:]:
+
+        def load(tier: Tier = tier) -> tuple[Embedder | None, str | None]:
+            if retry:
+                tier.probe(force=True)
+            embedder = tier.get(block=True)
+            return embedder, tier.error
+
+        probes[tier.name] = _start_probe(load)
+    return probes
+
+
+def _tiers_check(
+    app: Retriever,
+    conn: psycopg.Connection,
+    probes: dict[str, _Probe],
+    timeout: float,
+    facts: dict[str, Any],
+) -> tuple[Check, bool]:
+    """Every tier: up or down, its share of the passages' vectors, its last probe. Also
+    whether search has a tier with vectors (hybrid) at all."""
+    from retriever import store
+
+    timer = _Timer()
+    total = store.count_pending(conn, None)
+    rows: list[dict[str, Any]] = []
+    serving: str | None = None
+    for tier in app.tiers.tiers:
+        probe = probes.get(tier.name)
+        answered = probe is not None and probe.done.wait(max(0.05, timeout - timer.ms / 1000))
+        info = tier.state()
+        up = answered and probe is not None and probe.embedder is not None and not probe.probe_error
+        vectors = None
+        if up and probe is not None and probe.embedder is not None:
+            model = store.model_row(conn, probe.embedder.fingerprint)
+            vectors = total - store.count_pending(conn, model[0]) if model else 0
+        info.update(
+            state="off" if tier.off else ("up" if up else "down"),
+            passages=total,
+            vectors=vectors,
+            error=None if up else (info["error"] or (probe.probe_error if probe else None)),
+        )
+        if not answered and not tier.off:
+            info["error"] = f"no answer within {timeout:g} s"
+        rows.append(info)
+        if serving is None and up and total and vectors == total:
+            serving = tier.name
+    partial = next((r["tier"] for r in rows if r["state"] == "up" and r["vectors"]), None)
+    if not total:  # nothing to embed yet: any tier that is up will search
+        partial = next((r["tier"] for r in rows if r["state"] == "up"), None)
+    facts["tiers"] = rows
+    facts["tier_serving"] = serving or partial
+    detail = "; ".join(_tier_line(r) for r in rows)
+    first = next((r["tier"] for r in rows if r["state"] != "off"), None)
+    if len(rows) == 1 or (serving is not None and serving == first):
+        return Check("tiers", "ok", detail, ms=timer.ms), bool(serving or partial)
+    if serving or partial:
+        return Check(
+            "tiers",
+            "warn",
+            f"search answers from the {serving or partial} tier: {detail}",
+            "start the primary model server (or let the indexer finish embedding); search "
+            "returns to it by itself",
+            ms=timer.ms,
+        ), True
+    return Check(
+        "tiers",
+        "fail",
+        f"no tier has vectors to search with: {detail}",
+        "run `retriever index` once a model is available; search is keyword-only",
+        ms=timer.ms,
+    ), False
+
+
+def _tier_line(row: dict[str, Any]) -> str:
+    from retriever.tiers import display_name
+
+    text = f"{row['tier']} {display_name(row['model'])}: {row['state']}"
+    if row["vectors"] is not None:
+        text += f", {row['vectors']}/{row['passages']} vectors"
+    if row["state"] == "down" and row.get("error"):
+        text += f" ({_first_line(Exception(row['error']))})"
+    if row.get("last_probe"):
+        text += f", probed {time.strftime('%H:%M:%S', time.localtime(row['last_probe']))}"
+    return text
+
+
+LANGUAGE_SAMPLE = 400  # passages read to guess the vault's language
+LANGUAGE_MAJORITY = 0.5
+
+
+def _language_check(app: Retriever, conn: psycopg.Connection, facts: dict[str, Any]) -> Check:
+    """Warn when most of the vault is in a language a configured model does not read
+    (known models only: see retriever.languages)."""
+    from retriever import languages
+
+    timer = _Timer()
+    rows = conn.execute(
+        "SELECT text FROM passages ORDER BY hash LIMIT %s", (LANGUAGE_SAMPLE,)
+    ).fetchall()
+    lang, share, counted = languages.dominant(r[0] for r in rows)
+    if lang is None or share < LANGUAGE_MAJORITY:
+        return Check("language", "ok", "no dominant language detected", ms=timer.ms)
+    name = languages.NAMES[lang]
+    facts["vault_language"] = {"language": lang, "share": round(share, 3), "passages": counted}
+    settings = {"primary": "RETRIEVER_EMBED_MODEL", "fallback": "RETRIEVER_FALLBACK_MODEL"}
+    blind = [
+        t
+        for t in app.tiers.tiers
+        if not t.off and languages.covers(languages.model_languages(t.model), lang) is False
+    ]
+    detail = f"{share:.0%} of sampled passages are in {name}"
+    if not blind:
+        return Check("language", "ok", detail, ms=timer.ms)
+    which = ", ".join(f"{t.label} ({settings.get(t.name, t.name)})" for t in blind)
+    return Check(
+        "language",
+        "warn",
+        f"{detail}; {which} only read{'s' if len(blind) == 1 else ''} English",
+        f"set {' and '.join(settings.get(t.name, t.name) for t in blind)} to a multilingual "
+        "model (e.g. ollama:bge-m3:567m, or minishlab/potion-multilingual-128M for Model2Vec)",
+        ms=timer.ms,
+    )
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -540,8 +672,9 @@ def run_health(
     """Run every check; ``timeout`` bounds the database connection and the embedder probe."""
     started = time.perf_counter()
     facts: dict[str, Any] = {}
-    # The embedder loads while the database is checked: the two are independent.
-    probe = _start_probe(app, retry_embedder)
+    # The embedders load while the database is checked: they are independent.
+    probes = _tier_probes(app, retry_embedder)
+    probe = probes[app.tiers.primary.name]
     checks: list[Check] = []
 
     vault = app.settings.resolved_vault()
@@ -576,8 +709,13 @@ def run_health(
     checks.append(emb_check)
     embedder = probe.embedder if emb_check.status == "ok" else None
 
+    has_vectors = False
     try:
         if conn is not None and schema_ok:
+            tiers, has_vectors = _tiers_check(
+                app, conn, probes, max(0.1, timeout - (time.perf_counter() - started)), facts
+            )
+            checks.append(tiers)
             model_holder: list[int | None] = [None]
 
             def model() -> Check:
@@ -591,6 +729,7 @@ def run_health(
                 )
             )
             checks.append(_safely("ranking", lambda: _ranking_check(conn, embedder, facts)))
+            checks.append(_safely("language", lambda: _language_check(app, conn, facts)))
         else:
             why = "the database is unreachable" if conn is None else "the schema is not usable"
             checks.append(Check("model", "fail", f"not checked: {why}"))
@@ -604,9 +743,7 @@ def run_health(
         report.search_mode = "files"  # the search path without a database
     elif report.verdict == "down":
         report.search_mode = "none"
-    else:
-        model_check = report.check("model")
-        if embedder is None or (model_check is not None and model_check.status != "ok"):
-            report.search_mode = "lexical"
+    elif not has_vectors:
+        report.search_mode = "lexical"
     report.seconds = time.perf_counter() - started
     return report

@@ -60,6 +60,7 @@ HNSW_THRESHOLD = 20_000  # exact cosine search is fast enough below this many ve
 # A first index of at least this many notes loads without secondary indexes and counts term
 # frequencies once at the end (store.begin_bulk): far less work than row-by-row upkeep.
 BULK_THRESHOLD = 1_000
+BROKEN_AFTER = 8  # invalid vectors in a row after which a model is taken for broken
 
 
 @dataclass(slots=True)
@@ -90,9 +91,33 @@ class IndexReport:
     phases: dict[str, float] = field(default_factory=dict)  # seconds per stage
     calibration: dict[str, object] | None = None  # set when the run recalibrated
     refused: str | None = None  # why nothing was done (see wipe_refusal)
+    # Every embedding tier's share of the run; the model/passages_*/embed_error fields
+    # above are the primary tier's.
+    tiers: list[TierReport] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+@dataclass(slots=True)
+class TierJob:
+    """One embedding tier to fill: its embedder, or why it has none this run."""
+
+    tier: str
+    embedder: Embedder | None
+    error: str | None = None
+    setting: str | None = None  # the configured model (counts its vectors while it is away)
+
+
+@dataclass(slots=True)
+class TierReport:
+    tier: str
+    model: str | None
+    embedded: int = 0
+    pending: int = 0
+    refused: int = 0
+    error: str | None = None
+    seconds: float = 0.0
 
 
 ProgressFn = Callable[[str, int, int], None]
@@ -194,8 +219,11 @@ def index_vault(
     allow_full: bool = True,
     embed_limit: int | None = None,
     force: bool = False,
+    tiers: Sequence[TierJob] | None = None,
 ) -> IndexReport:
     """Bring the index in line with the vault. Returns what was done.
+
+    ``tiers``: every embedding tier to fill, best first (default: ``embedder`` alone).
 
     Without ``force`` it refuses to replace another vault's index, or to drop most of the
     notes at once (an unmounted or moved vault looks empty): it says so in ``errors``.
@@ -221,7 +249,12 @@ def index_vault(
                 halt = stop or flag.event
                 if stop is not None:
                     flag.event = stop
-                _run(db, settings, vault, report, embedder, embed_error, full, progress, halt,
+                jobs = (
+                    list(tiers)
+                    if tiers is not None
+                    else [TierJob("primary", embedder, embed_error)]
+                )
+                _run(db, settings, vault, report, jobs, full, progress, halt,
                      allow_full, embed_limit, force)  # fmt: skip
         finally:
             lock_conn.execute("SELECT pg_advisory_unlock(%s)", (INDEX_LOCK_KEY,))
@@ -235,8 +268,7 @@ def _run(
     settings: Settings,
     vault: Path,
     report: IndexReport,
-    embedder: Embedder | None,
-    embed_error: str | None,
+    tiers: list[TierJob],
     full: bool,
     progress: ProgressFn | None,
     halt: threading.Event,
@@ -331,18 +363,47 @@ def _run(
         conn.commit()
         lap("gc")
 
-        report.model = embedder.model_id if embedder else None
-        report.embed_error = embed_error
-        if embedder is not None and not halt.is_set():
-            report.passages_pending = _embed_pending(
-                conn, embedder, report, progress, halt, settings.embed_batch, embed_limit
-            )
-        else:
-            model = store.model_row(conn, embedder.fingerprint) if embedder else None
-            report.passages_pending = store.count_pending(conn, model[0] if model else None)
+        report.tiers = _embed_tiers(conn, tiers, report, progress, halt, settings, embed_limit)
+        primary = report.tiers[0]
+        report.model, report.embed_error = primary.model, primary.error
+        report.passages_embedded, report.passages_pending = primary.embedded, primary.pending
+        report.vectors_refused = primary.refused
         conn.commit()
         lap("embed")
     report.interrupted = halt.is_set()
+
+
+def _embed_tiers(
+    conn: psycopg.Connection,
+    tiers: list[TierJob],
+    report: IndexReport,
+    progress: ProgressFn | None,
+    halt: threading.Event,
+    settings: Settings,
+    limit: int | None,
+) -> list[TierReport]:
+    """Fill every tier that has an embedder. The last tier (the cheap static one) goes
+    first, so search has complete vectors within seconds while the primary fills."""
+    out = {
+        job.tier: TierReport(job.tier, job.embedder.model_id if job.embedder else job.setting,
+                             error=job.error)
+        for job in tiers
+    }  # fmt: skip
+    for job in reversed(tiers):
+        tier, started = out[job.tier], time.perf_counter()
+        if job.embedder is not None and not halt.is_set():
+            tier.pending = _embed_pending(
+                conn, job.embedder, tier, report, progress, halt, settings.embed_batch, limit
+            )
+        else:
+            if job.embedder is not None:
+                model = store.model_row(conn, job.embedder.fingerprint)
+            else:  # away: count against its last stored vectors
+                model = store.model_row_of(conn, job.setting) if job.setting else None
+            tier.pending = store.count_pending(conn, model[0] if model else None)
+        tier.seconds = round(time.perf_counter() - started, 3)
+        conn.commit()
+    return [out[job.tier] for job in tiers]
 
 
 def _write_changes(
@@ -452,6 +513,7 @@ def _resolve_links(
 def _embed_pending(
     conn: psycopg.Connection,
     embedder: Embedder,
+    tier: TierReport,
     report: IndexReport,
     progress: ProgressFn | None,
     halt: threading.Event,
@@ -459,7 +521,7 @@ def _embed_pending(
     limit: int | None = None,
 ) -> int:
     """Embed passages that have no vector for this model (at most ``limit``); returns how
-    many still lack one."""
+    many still lack one. Refused vectors and a failing embedder are noted in ``tier``."""
     with conn.transaction():
         model = store.ensure_model(
             conn, embedder.fingerprint, embedder.model_id, embedder.dimension
@@ -481,21 +543,22 @@ def _embed_pending(
         conn.commit()
         if not rows:
             continue
-        hashes, vectors = _embed_rows(embedder, rows, refused, report)
-        if report.embed_error:  # the embedder went away: the rest stays pending
-            break
-        if hashes:
+        hashes, vectors = _embed_rows(embedder, rows, refused, report, tier)
+        if hashes:  # what was embedded before any failure is kept
             with conn.transaction():
                 conn.execute("SET LOCAL synchronous_commit = off")
                 store.store_embeddings(conn, model, hashes, vectors)
-            report.passages_embedded += len(hashes)
+                store.note_vectors_stored(conn)
+            tier.embedded += len(hashes)
+        if tier.error:  # the embedder went away or broke: the rest stays pending
+            break
         done += len(rows)
         if progress:
-            progress("embed", done, total)
-    report.vectors_refused = len(refused)
+            progress("embed" if tier.tier == "primary" else f"embed-{tier.tier}", done, total)
+    tier.refused = len(refused)
     if not halt.is_set():  # an interrupted run must end promptly, not start an index build
         _ensure_vector_index(conn, model, embedder.dimension)
-    return total - report.passages_embedded
+    return total - tier.embedded
 
 
 def _embed_rows(
@@ -503,6 +566,7 @@ def _embed_rows(
     rows: Sequence[tuple[bytes, str]],
     refused: list[bytes],
     report: IndexReport,
+    tier: TierReport,
 ) -> tuple[list[bytes], np.ndarray]:
     import numpy as np
 
@@ -516,13 +580,24 @@ def _embed_rows(
             return [], np.zeros((0, embedder.dimension), dtype=np.float32)
         log.warning("embedder returned invalid vectors (%s); isolating the bad passages", exc)
     except EmbedderError as exc:  # unreachable, not invalid: the passages stay pending
-        report.embed_error = str(exc)
+        tier.error = str(exc)
         return [], np.zeros((0, embedder.dimension), dtype=np.float32)
     # Isolate invalid vectors one passage at a time so the good ones are still stored.
     keep: list[bytes] = []
     vecs: list[np.ndarray] = []
+    in_a_row = 0
     for h, text in rows:
-        got_h, got_v = _embed_rows(embedder, [(h, text)], refused, report)
+        got_h, got_v = _embed_rows(embedder, [(h, text)], refused, report, tier)
+        in_a_row = 0 if got_h else in_a_row + 1
+        if in_a_row >= BROKEN_AFTER:
+            # The model is broken (e.g. the NaN regression), not these passages: stop
+            # instead of asking passage by passage; the rest stay pending.
+            tier.error = (
+                f"{embedder.model_id} returned invalid vectors for {in_a_row} passages in "
+                "a row; the rest stay pending"
+            )
+        if tier.error:
+            break
         if got_h:
             keep.extend(got_h)
             vecs.append(got_v)

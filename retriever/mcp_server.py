@@ -5,8 +5,9 @@ streamable HTTP. The server:
 
 * runs the health check at start-up and keeps the verdict; it starts even when the
   database or the embedder is down, and every answer says what is missing;
-* serves keyword-only search while the embedder is unavailable and re-probes it at most
-  every ``reprobe_seconds`` (30 s), so hybrid search comes back without a restart;
+* searches with the fallback embedding tier (or keyword-only) while the primary model is
+  unavailable and re-probes it in the background, so the primary tier comes back without
+  a restart (see retriever.tiers);
 * validates every argument with messages that tell the calling model how to recover;
   errors never carry absolute paths, SQL or stack traces (``mask_error_details``);
 * redacts everything it returns with :func:`redact` again, as defence in depth;
@@ -23,7 +24,6 @@ import json
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -56,7 +56,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-REPROBE_SECONDS = 30.0
 HARD_INPUT_BYTES = HARD_QUERY_BYTES  # anything bigger is refused outright, not truncated
 MAX_HITS = 40
 MAX_OUTPUT_BYTES = 64_000
@@ -144,17 +143,13 @@ class Warmup:
 
 
 class ServerState:
-    """What the tools share: the app, the last health report and the re-probe clock."""
+    """What the tools share: the app and the last health report."""
 
-    def __init__(
-        self, app: Retriever, reprobe_seconds: float, warmup: Warmup | None = None
-    ) -> None:
+    def __init__(self, app: Retriever, warmup: Warmup | None = None) -> None:
         self.app = app
-        self.reprobe_seconds = reprobe_seconds
         self.report: HealthReport | None = None
         self.warmup = warmup
         self._lock = threading.Lock()
-        self._last_probe = time.monotonic()
 
     def wait_ready(self) -> None:
         """Let the start-up warm-up finish first (bounded: a hung part is reported later)."""
@@ -175,20 +170,10 @@ class ServerState:
         return report
 
     def maybe_reprobe(self) -> None:
-        """While the embedder is down, try to load it again, at most every reprobe_seconds."""
-        embedder, _ = self.app.embedder()  # cached: cheap when loaded or recently failed
-        if embedder is not None:
-            return
-        now = time.monotonic()
-        with self._lock:
-            if now - self._last_probe < self.reprobe_seconds:
-                return
-            self._last_probe = now
-        embedder, error = self.app.embedder(retry=True)
-        if embedder is not None:
-            log.warning("embedder is back (%s): hybrid search restored", embedder.model_id)
-        else:
-            log.info("embedder still unavailable: %s", error)
+        """Let every embedding tier that is down start a background probe when one is due
+        (a short timeout, growing pauses up to probe_interval_max): no tool call waits for
+        a dead model server, and the primary tier returns without a restart."""
+        self.app.tiers.for_index(block=False)
 
     # -- messages --------------------------------------------------------------------
     def scrub(self, text: str | None) -> str | None:
@@ -356,7 +341,6 @@ def _do_search(
 def build_server(
     app: Retriever,
     *,
-    reprobe_seconds: float = REPROBE_SECONDS,
     token: str | None = None,
     warmup: Warmup | None = None,
 ) -> FastMCP:
@@ -366,7 +350,7 @@ def build_server(
     """
     from fastmcp import FastMCP
 
-    state = ServerState(app, reprobe_seconds, warmup)
+    state = ServerState(app, warmup)
     if warmup is None:
         try:
             report = state.check_health()
@@ -449,6 +433,7 @@ def _search_tools(server: FastMCP, state: ServerState) -> None:
             )
             data = result.to_dict()
             data["mode"] = result.mode
+            data["model"] = state.scrub(result.model)  # a local model folder by its name
             data["degraded_reason"] = state.scrub(result.degraded_reason)
             if remarks:
                 data["notes"] = remarks
@@ -709,7 +694,8 @@ def _health_tool(server: FastMCP, state: ServerState) -> None:
 
     @server.tool(annotations=READ_ONLY)
     def health() -> dict[str, Any]:
-        """Is search working, and how well? Checks database, schema, embedder and index.
+        """Is search working, and how well? Checks database, schema, embedder and index,
+        and lists every embedding tier (`tiers`: primary, fallback) with its state.
 
         `verdict` is "healthy" (hybrid search), "degraded" (search works, but e.g. only
         by keywords, or the index is behind: see `summary`) or "down" (no search; tools
@@ -719,7 +705,9 @@ def _health_tool(server: FastMCP, state: ServerState) -> None:
         def body() -> dict[str, Any]:
             state.maybe_reprobe()
             data = state.check_health().to_dict()
-            data.pop("facts", None)
+            facts = data.pop("facts", None) or {}
+            keep = ("tier", "model", "state", "vectors", "passages", "last_probe", "error")
+            data["tiers"] = [{k: t.get(k) for k in keep} for t in facts.get("tiers", [])]
             return _redact_all(state.scrub_all(data))
 
         return state.run("health", body)

@@ -82,10 +82,10 @@ def scrub_paths(
 def scrub_message(app: Retriever, text: str) -> str:
     """:func:`scrub_paths` with this app's vault, home and local model folder."""
     settings = app.settings
-    model = settings.embed_model
-    if "/" in model and os.path.isabs(os.path.expanduser(model)):
-        # A local model folder: its name identifies it, its location is nobody's business.
-        text = text.replace(model, os.path.basename(model.rstrip("/")) or "<model>")
+    for model in (settings.embed_model, settings.fallback_model):
+        if "/" in model and os.path.isabs(os.path.expanduser(model)):
+            # A local model folder: its name identifies it, its location is nobody's business.
+            text = text.replace(model, os.path.basename(model.rstrip("/")) or "<model>")
     return scrub_paths(text, vault=settings.resolved_vault(), others=(settings.home,))
 
 

@@ -129,11 +129,15 @@ class SearchResult:
     refreshed_files: int = 0
     took_ms: float = 0.0
     ranked_paths: list[str] = field(default_factory=list)  # full document ranking (eval)
+    model: str | None = None  # the embedding model of the semantic arm (None: lexical)
+    tier: str | None = None  # which embedding tier answered: "primary" or "fallback"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "queries": self.queries,
             "mode": self.mode,
+            "model": self.model,
+            "tier": self.tier,
             "degraded_reason": self.degraded_reason,
             "likely_absent": self.likely_absent,
             "coverage": round(self.coverage, 3),
@@ -220,22 +224,31 @@ class Searcher:
         self.graph = LinkGraph()
         self.titles = TitleCache()
         self.calibrations = CalibrationCache()
-        self._pending: tuple[object, int, int | None] | None = None  # (generation, model, n)
+        self._pending: dict[int, tuple[str, int | None]] = {}  # model -> (generation, n)
 
     def _pending_vectors(self, conn: psycopg.Connection, model: int) -> int | None:
         """Passages without a vector for ``model`` (None: no vector at all), recounted only
-        after an index run: the anti-join is too costly for every search."""
-        row = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()
-        generation = str(row[0]) if row else None
-        cached = self._pending
-        if cached is not None and cached[0] == generation and cached[1] == model:
-            return cached[2]
+        after an index run or an embedding pass: the anti-join is too costly for every
+        search."""
+        rows = conn.execute(
+            "SELECT key, value FROM meta WHERE key IN ('last_index', %s) ORDER BY key",
+            (store.VECTORS_KEY,),
+        ).fetchall()
+        generation = str(rows)
+        cached = self._pending.get(model)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
         has_any = conn.execute(
             "SELECT EXISTS (SELECT 1 FROM embeddings WHERE model = %s)", (model,)
         ).fetchone()
         count = store.count_pending(conn, model) if has_any and has_any[0] else None
-        self._pending = (generation, model, count)
+        self._pending[model] = (generation, count)
         return count
+
+    def pending_vectors(self, conn: psycopg.Connection, embedder: Embedder) -> int | None:
+        """Passages without this model's vector; None when it has no vector at all."""
+        model = store.model_row(conn, embedder.fingerprint)
+        return self._pending_vectors(conn, model[0]) if model else None
 
     def semantic_model(
         self, conn: psycopg.Connection, embedder: Embedder | None, embed_error: str | None
@@ -306,6 +319,7 @@ class Searcher:
             fusion=ranking.method if mode == "hybrid" else mode, ranking=ranking.label(),
             calibration=calibration, signals=sig, took_ms=(time.perf_counter() - started) * 1000,
             ranked_paths=ranked_paths,
+            model=embedder.model_id if embedder is not None and mode != "lexical" else None,
         )  # fmt: skip
         return result, failure
 

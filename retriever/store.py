@@ -4,6 +4,7 @@ document row, chunks, links and the BM25 statistics change together or not at al
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -318,6 +319,15 @@ def model_row(conn: psycopg.Connection, fingerprint: str) -> tuple[int, int] | N
     return (int(row[0]), int(row[1])) if row else None
 
 
+def model_row_of(conn: psycopg.Connection, model_id: str) -> tuple[int, int] | None:
+    """The latest model row stored for a model setting (its fingerprint unknown while the
+    model is away): what status and health count vectors against meanwhile."""
+    row = conn.execute(
+        "SELECT id, dim FROM models WHERE model_id = %s ORDER BY id DESC LIMIT 1", (model_id,)
+    ).fetchone()
+    return (int(row[0]), int(row[1])) if row else None
+
+
 def pending_hashes(conn: psycopg.Connection, model: int) -> list[bytes]:
     """Hashes of passages with no vector for ``model`` (one anti-join for the whole run)."""
     rows = conn.execute(
@@ -362,11 +372,18 @@ def store_embeddings(
             copy.write_row((model, h, HalfVector(v)))
 
 
-def gc_embeddings(conn: psycopg.Connection, keep_fingerprint: str | None) -> int:
-    """Drop embeddings (and model rows) of every model but ``keep_fingerprint``."""
-    cur = conn.execute(
-        "DELETE FROM models WHERE fingerprint IS DISTINCT FROM %s", (keep_fingerprint,)
-    )
+VECTORS_KEY = "vectors_at"  # meta: when an embedding pass last stored vectors
+
+
+def note_vectors_stored(conn: psycopg.Connection) -> None:
+    """Searches recount a model's missing vectors when this (or the last index run) moves."""
+    set_meta(conn, VECTORS_KEY, time.time())
+
+
+def gc_embeddings(conn: psycopg.Connection, keep: Sequence[str]) -> int:
+    """Drop embeddings (and model rows) of every model but those in ``keep`` (fingerprints:
+    every configured tier's)."""
+    cur = conn.execute("DELETE FROM models WHERE NOT (fingerprint = ANY(%s))", (list(keep),))
     return cur.rowcount or 0
 
 

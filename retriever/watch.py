@@ -3,7 +3,9 @@
 watchfiles (Rust `notify`, inotify on Linux) blocks in the kernel while nothing happens,
 so an idle watcher costs next to no CPU. Changes are debounced and each batch triggers one
 incremental index run, which re-checks size/mtime itself: editors' atomic saves (write a
-temp file, rename over the note) simply show up as a changed note.
+temp file, rename over the note) simply show up as a changed note. While an embedding tier
+is down with passages to embed (the Ollama model still being pulled), it also re-indexes
+every RETRY_SECONDS, which fills that tier once it answers.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ def watch_vault(
         return
     log.info("watching %s", vault)
     failed = False
+    waiting = _waiting_for_tier(report)
     for changes in watch(
         vault,
         watch_filter=NoteFilter(),
@@ -65,9 +68,10 @@ def watch_vault(
         yield_on_timeout=True,  # wakes up (rarely) so a failed run is retried
         raise_interrupt=False,
     ):
-        if not changes and not failed:
+        if not changes and not failed and not waiting:
             continue
-        log.info("%d change(s) seen; re-indexing", len(changes))
+        if changes:
+            log.info("%d change(s) seen; re-indexing", len(changes))
         try:
             report = app.index()
         except (DatabaseError, psycopg.Error, OSError) as exc:
@@ -77,7 +81,26 @@ def watch_vault(
             log.error("index run failed (%s); retrying", exc)
             continue
         failed = False
-        if on_report:
+        waiting = _waiting_for_tier(report)
+        if on_report and (changes or not _idle(report)):
             on_report(report)
         if report.interrupted:
             return
+
+
+def _waiting_for_tier(report: IndexReport) -> bool:
+    """Whether an embedding tier was down with passages still to embed (an Ollama model
+    still being pulled, a restarting server): the watcher then retries every RETRY_SECONDS
+    so the tier is filled once it is back, with no note changed."""
+    return any(t.pending and t.error and not _turned_off(t.error) for t in report.tiers)
+
+
+def _turned_off(error: str | None) -> bool:
+    return bool(error) and "turned off" in str(error)
+
+
+def _idle(report: IndexReport) -> bool:
+    """A retry that changed nothing (the tier is still down): not worth a report line."""
+    return not (report.files_changed or report.files_deleted or report.errors) and not any(
+        t.embedded for t in report.tiers
+    )

@@ -2,9 +2,10 @@
 
 Starts docker-compose.yml under its own project name on a copy of examples/vault, waits for
 every healthcheck, then checks what a user relies on: MCP over HTTP lists the tools and
-answers a hybrid search; a note written into the vault is indexed by the watcher within
-seconds (through the read-only mount); stopping the embedding server turns answers lexical
-and starting it again restores hybrid; `down` then `up` keeps the index (the volume);
+answers a hybrid search; both embedding tiers hold a vector for every passage; a note
+written into the vault is indexed by the watcher within seconds (through the read-only
+mount); stopping the embedding server moves answers to the fallback tier (still hybrid,
+and saying so) and starting it again brings the primary tier back; `down` then `up` keeps the index (the volume);
 nothing is published beyond 127.0.0.1; the app containers run as uid 10001 with every
 capability dropped. Prints a table and tears the stack down (volumes included).
 
@@ -242,6 +243,26 @@ def run_checks(stack: Stack, mcp: Mcp, vault: Path, port: int) -> list[Result]:
 
     check("hybrid search, example vault", hybrid)
 
+    def tiers() -> str:
+        # The indexer fills the fallback tier first, then the primary one.
+        query = (
+            "SELECT count(DISTINCT e.model)::text || ' ' || (SELECT count(*) FROM passages)"
+            " || ' ' || min(n)::text FROM (SELECT model, count(*) AS n FROM embeddings"
+            " GROUP BY model) e"
+        )
+        state: list[str] = []
+
+        def filled() -> bool:
+            state[:] = stack.sql(query).split()
+            return len(state) == 3 and state[0] == "2" and state[1] == state[2]
+
+        if poll(filled, timeout=120, every=2) is None:
+            raise CheckFailed(f"models, passages, fewest vectors: {state}")
+        models = stack.sql("SELECT string_agg(model_id, ', ' ORDER BY id) FROM models")
+        return f"{state[1]} passages, a vector each from both tiers ({models})"
+
+    check("both embedding tiers filled", tiers)
+
     def resident() -> str:
         done = stack.exec(
             "mcp", "retriever", "search", "citation line numbers", "--json", check=False
@@ -295,19 +316,24 @@ def run_checks(stack: Stack, mcp: Mcp, vault: Path, port: int) -> list[Result]:
         queries = (f"citation line numbers of passage {i}" for i in range(10_000))
         stack.compose("stop", "ollama")
         answer = mcp.search(next(queries))
-        if answer.get("mode") != "lexical" or not answer.get("degraded_reason"):
-            raise CheckFailed(f"with ollama stopped: mode {answer.get('mode')!r}")
+        tier = (answer.get("mode"), answer.get("tier"))
+        if tier != ("hybrid", "fallback") or "fallback model" not in str(
+            answer.get("degraded_reason")
+        ):
+            raise CheckFailed(f"with ollama stopped: {tier}, {answer.get('degraded_reason')!r}")
         if not answer.get("hits"):
             raise CheckFailed("with ollama stopped: no hits")
         reason = str(answer["degraded_reason"])
         stack.compose("start", "ollama")
         stack.wait_healthy()
-        back = poll(lambda: mcp.search(next(queries)).get("mode") == "hybrid", 120, 3)
+        back = poll(lambda: mcp.search(next(queries)).get("tier") == "primary", 120, 3)
         if back is None:
-            raise CheckFailed("hybrid not restored within 120 s of ollama being healthy")
-        return f"stopped: lexical ({reason.split(' at ')[0]}); restarted: hybrid again after {back:.0f} s"
+            raise CheckFailed(
+                "the primary tier did not return within 120 s of ollama being healthy"
+            )
+        return f"stopped: hybrid from the fallback tier ({reason}); restarted: primary tier again after {back:.0f} s"
 
-    check("embedder down -> lexical -> hybrid", fallback)
+    check("embedder down -> fallback tier -> primary", fallback)
 
     def volume() -> str:
         before = (

@@ -41,8 +41,10 @@ build_app() {
     base=$(docker image inspect --format '{{index .Config.Labels "org.retriever.standin"}}' \
         python:3.11.13-slim-bookworm 2>/dev/null || true)
     echo "$what: building the app image (services/app/Dockerfile, base python:3.11.13-slim-bookworm${base:+ = local stand-in})"
+    # Without the hub (a stand-in base), the bundled fallback model is made at build time.
     docker build --quiet -f services/app/Dockerfile \
-        --build-arg PYTHON_IMAGE=python:3.11.13-slim-bookworm -t retriever-app:local . \
+        --build-arg PYTHON_IMAGE=python:3.11.13-slim-bookworm \
+        ${base:+--build-arg FALLBACK_MODEL_STANDIN=1} -t retriever-app:local . \
         >/tmp/retriever-app-build.log 2>&1 || {
         tail -n 30 /tmp/retriever-app-build.log >&2
         echo "$what: error: building the app image failed (log: /tmp/retriever-app-build.log)" >&2
@@ -57,6 +59,11 @@ case "$what" in
         engine
         timed "stand-in images" services/standins/build.sh all
         timed "app image" build_app
+        # The Ollama stand-in serves every model name with its own 64-dimension model.
+        if [ -n "$(docker image inspect --format '{{index .Config.Labels "org.retriever.standin"}}' \
+            ollama/ollama:0.6.8 2>/dev/null || true)" ]; then
+            export RETRIEVER_OLLAMA_DIM=64
+        fi
         timed "compose check" "$BIN/python" services/compose_check.py
         ;;
     test-containers)

@@ -28,18 +28,10 @@ LONG_RUNNING = {"db", "ollama", "indexer", "mcp"}
 EXPECTED_DEPENDS = {
     "ollama-pull": {"ollama": "service_healthy"},
     "migrate": {"db": "service_healthy"},
-    "indexer": {
-        "db": "service_healthy",
-        "ollama": "service_healthy",
-        "migrate": "service_completed_successfully",
-        "ollama-pull": "service_completed_successfully",
-    },
-    "mcp": {
-        "db": "service_healthy",
-        "ollama": "service_healthy",
-        "migrate": "service_completed_successfully",
-        "ollama-pull": "service_completed_successfully",
-    },
+    # The indexer and the MCP server never wait for Ollama: the fallback tier answers until
+    # the model is pulled.
+    "indexer": {"db": "service_healthy", "migrate": "service_completed_successfully"},
+    "mcp": {"db": "service_healthy", "migrate": "service_completed_successfully"},
 }
 
 
@@ -162,14 +154,16 @@ def test_mcp_listens_inside_and_is_published_on_loopback(
 
 
 def test_one_shot_and_long_running_services(services: dict[str, dict[str, Any]]) -> None:
-    # One-shot = something waits for it to complete; everything else must stay up.
+    # One-shot = runs once and exits; everything else must stay up. Only the schema is
+    # waited for: the Ollama pull runs beside the app (the fallback tier answers meanwhile).
     completed = {
         dep
         for svc in services.values()
         for dep, spec in (svc.get("depends_on") or {}).items()
         if isinstance(spec, dict) and spec.get("condition") == "service_completed_successfully"
     }
-    assert completed == ONE_SHOT
+    assert completed == {"migrate"}
+    assert {n for n, s in services.items() if s.get("restart") == "no"} == ONE_SHOT
     assert set(services) - ONE_SHOT == LONG_RUNNING
     for name in ONE_SHOT:
         assert services[name].get("restart", "no") == "no", f"{name} must not restart"
@@ -234,7 +228,8 @@ def test_app_environment(services: dict[str, dict[str, Any]]) -> None:
     expected = {
         "DATABASE_URL": "postgresql://retriever:${POSTGRES_PASSWORD:-retriever}@db:5432/retriever",
         "RETRIEVER_VAULT": "/vault",
-        "RETRIEVER_EMBED_MODEL": "ollama:${RETRIEVER_OLLAMA_MODEL:-bge-m3}",
+        "RETRIEVER_EMBED_MODEL": "ollama:${RETRIEVER_OLLAMA_MODEL:-bge-m3:567m}",
+        "RETRIEVER_EMBED_DIM": "${RETRIEVER_OLLAMA_DIM:-1024}",
         "RETRIEVER_OLLAMA_URL": "http://ollama:11434",
     }
     for name in APP_SERVICES:
@@ -246,7 +241,15 @@ def test_app_environment(services: dict[str, dict[str, Any]]) -> None:
     assert services["migrate"]["command"] == ["retriever", "db", "upgrade"]
     db_env = services["db"]["environment"]
     assert db_env["POSTGRES_PASSWORD"] == "${POSTGRES_PASSWORD:-retriever}"
-    assert services["ollama-pull"]["command"] == ["pull", "${RETRIEVER_OLLAMA_MODEL:-bge-m3}"]
+    assert services["ollama-pull"]["command"] == ["pull", "${RETRIEVER_OLLAMA_MODEL:-bge-m3:567m}"]
+
+
+def test_ollama_model_is_pinned_by_an_exact_tag(services: dict[str, dict[str, Any]]) -> None:
+    """Never :latest, nor a bare name (which means :latest)."""
+    default = re.search(r"RETRIEVER_OLLAMA_MODEL:-([^}]+)\}", services["ollama-pull"]["command"][1])
+    assert default is not None
+    name, _, tag = default[1].partition(":")
+    assert name and tag and tag != "latest"
 
 
 def test_no_secrets_or_privileges_in_app(services: dict[str, dict[str, Any]]) -> None:
@@ -263,12 +266,31 @@ def test_model2vec_override_drops_ollama() -> None:
     override = _load(OVERRIDE)["services"]
     for name in ("ollama", "ollama-pull"):
         assert override[name]["profiles"] == ["ollama"]
+    bundled = _fallback_dir()
     for name in APP_SERVICES:
-        assert override[name]["environment"]["RETRIEVER_EMBED_MODEL"] == "minishlab/potion-base-8M"
-    for name in ("indexer", "mcp"):
-        deps = override[name]["depends_on"]
-        assert deps["ollama"]["required"] is False
-        assert deps["ollama-pull"]["required"] is False
+        env = override[name]["environment"]
+        # The model the image carries: no hub download at run time.
+        assert env["RETRIEVER_EMBED_MODEL"] == bundled
+        assert env["RETRIEVER_EMBED_DIM"] == ""  # Ollama's expected dimension does not apply
+        assert "depends_on" not in override[name]
+
+
+def _fallback_dir() -> str:
+    found = re.findall(r"ARG FALLBACK_MODEL_DIR=(\S+)", DOCKERFILE.read_text())
+    assert found and len(set(found)) == 1, "one FALLBACK_MODEL_DIR default in both stages"
+    return str(found[0])
+
+
+def test_image_carries_the_fallback_model() -> None:
+    _, stages = _dockerfile_stages()
+    builder, final = "\n".join(stages[0]), "\n".join(stages[-1])
+    assert "save_pretrained" in builder and "FALLBACK_MODEL_STANDIN" in builder
+    assert "COPY --from=builder /opt/retriever/models /opt/retriever/models" in final
+    assert "ENV RETRIEVER_FALLBACK_MODEL=${FALLBACK_MODEL_DIR}" in final
+    assert _fallback_dir().startswith("/opt/retriever/models/")
+    # The stand-in build reads these from the context; nothing else of tests/ goes in.
+    ignore = DOCKERIGNORE.read_text().splitlines()
+    assert {"!tests/model_factory.py", "!tests/vault", "!examples/vault"} <= set(ignore)
 
 
 # -- Dockerfile ---------------------------------------------------------------------------

@@ -26,10 +26,19 @@ __all__ = [
 ]
 
 
-def load_embedder(model: str, *, ollama_url: str | None = None, timeout: float = 60.0) -> Embedder:
+def load_embedder(
+    model: str,
+    *,
+    ollama_url: str | None = None,
+    timeout: float = 60.0,
+    probe_timeout: float | None = None,
+    expected_dim: int | None = None,
+) -> Embedder:
     """Build the configured embedder. ``ollama:<name>`` selects Ollama, anything else Model2Vec.
 
-    Raises EmbedderUnavailable with a human reason when it cannot work.
+    ``probe_timeout`` bounds Ollama's start-up listing and query embeddings; ``expected_dim``
+    refuses an Ollama model that answers with another dimension. Raises EmbedderUnavailable
+    with a human reason when it cannot work.
     """
     if model.startswith("ollama:"):
         from retriever.embed.ollama import OllamaEmbedder
@@ -38,7 +47,15 @@ def load_embedder(model: str, *, ollama_url: str | None = None, timeout: float =
             model.removeprefix("ollama:"),
             host=ollama_url or os.environ.get("OLLAMA_HOST", "http://127.0.0.1:11434"),
             timeout=timeout,
+            probe_timeout=probe_timeout,
+            expected_dim=expected_dim,
         )
     if model.lower() in {"none", "off", "lexical"}:
         raise EmbedderUnavailable("embeddings are turned off (RETRIEVER_EMBED_MODEL=none)")
-    return Model2VecEmbedder(model)
+    embedder = Model2VecEmbedder(model)
+    if expected_dim is not None and embedder.dimension != expected_dim:
+        raise EmbedderUnavailable(
+            f"Model2Vec model {model!r} has dimension {embedder.dimension}, expected "
+            f"{expected_dim} (RETRIEVER_EMBED_DIM)"
+        )
+    return embedder

@@ -8,6 +8,7 @@ missing model raises :class:`EmbedderUnavailable` with a reason a human can act 
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 import urllib.parse
@@ -81,6 +82,10 @@ class OllamaEmbedder:
 
     ``retries`` is the number of extra attempts after the first one; only connection
     errors, timeouts and HTTP 5xx are retried (4xx means the request itself is wrong).
+    ``probe_timeout`` bounds the start-up model listing and every query embedding made
+    through :meth:`for_queries` (a search must not wait out a hung server's full timeout
+    when another tier can answer). ``expected_dim``: the model must answer the start-up
+    probe with this dimension, or it is refused before any vector is stored.
     """
 
     kind = "ollama"
@@ -91,6 +96,8 @@ class OllamaEmbedder:
         *,
         host: str,
         timeout: float = 60.0,
+        probe_timeout: float | None = None,
+        expected_dim: int | None = None,
         batch_size: int = 32,
         retries: int = 3,
         keep_alive: str = "10m",
@@ -106,10 +113,13 @@ class OllamaEmbedder:
         self.retries = max(0, retries)
         self.keep_alive = keep_alive
         self.timeout = timeout
+        self.probe_timeout = min(timeout, probe_timeout) if probe_timeout else timeout
         self._backoff = max(0.0, backoff)
         self._host = _safe_host(host)
+        self._owner = True  # False for the query view, which shares the clients
         try:
             self._client = ollama.Client(host=host, timeout=timeout)
+            self._quick = ollama.Client(host=host, timeout=self.probe_timeout)
         except (ValueError, httpx.InvalidURL) as exc:
             # Say what is wrong without echoing the URL, which may carry credentials.
             raise EmbedderUnavailable(
@@ -119,6 +129,8 @@ class OllamaEmbedder:
         try:
             digest = self._check_model()
             # One probe embedding teaches us the dimension (and proves the model embeds).
+            # The full timeout and retries: the server answered the listing, and loading a
+            # model into memory may take a while on its first request.
             try:
                 probe = self._embed_batch(["dimension probe"], expected_dim=None)
             except InvalidVectorError as exc:
@@ -126,6 +138,12 @@ class OllamaEmbedder:
                 raise EmbedderUnavailable(
                     f"Ollama model {model!r} returned invalid vectors for a probe: {exc}"
                 ) from exc
+            if expected_dim is not None and probe.shape[1] != expected_dim:
+                raise EmbedderUnavailable(
+                    f"Ollama model {model!r} answers with dimension {probe.shape[1]}, "
+                    f"expected {expected_dim} (RETRIEVER_EMBED_DIM): is it the right model "
+                    "and tag? No vector is stored from it"
+                )
         except BaseException:
             self.close()
             raise
@@ -154,8 +172,18 @@ class OllamaEmbedder:
         ]
         return out[0] if len(out) == 1 else np.concatenate(out, axis=0)
 
+    def for_queries(self) -> OllamaEmbedder:
+        """The same model for query embeddings: one attempt within ``probe_timeout``, so a
+        search whose primary tier hangs moves on to the next tier quickly."""
+        view = copy.copy(self)
+        view._client, view.timeout, view.retries = self._quick, self.probe_timeout, 0
+        view._owner = False
+        return view
+
     def close(self) -> None:
-        self._client.close()
+        if self._owner:
+            self._client.close()
+            self._quick.close()
 
     def __enter__(self) -> OllamaEmbedder:
         return self
@@ -171,7 +199,9 @@ class OllamaEmbedder:
         Deliberately a single attempt: callers degrade to lexical search when Ollama is
         unavailable, and that beats stalling every caller through a retry schedule.
         """
-        listing = self._call(self._client.list, what="list models", attempts=1)
+        listing = self._call(
+            self._quick.list, what="list models", attempts=1, limit=self.probe_timeout
+        )
         wanted = _canonical(self.model)
         for entry in listing.models:
             name = entry.model or ""
@@ -183,19 +213,28 @@ class OllamaEmbedder:
             f"run `ollama pull {self.model}`"
         )
 
-    def _embed_batch(self, batch: list[str], *, expected_dim: int | None) -> np.ndarray:
+    def _embed_batch(
+        self, batch: list[str], *, expected_dim: int | None, attempts: int | None = None
+    ) -> np.ndarray:
         def request() -> ollama.EmbedResponse:
             return self._client.embed(model=self.model, input=batch, keep_alive=self.keep_alive)
 
-        response = self._call(request, what=f"embed {len(batch)} text(s)")
+        response = self._call(request, what=f"embed {len(batch)} text(s)", attempts=attempts)
         return validate_vectors(response.embeddings, len(batch), expected_dim)
 
-    def _call(self, fn: Callable[[], T], *, what: str, attempts: int | None = None) -> T:
+    def _call(
+        self,
+        fn: Callable[[], T],
+        *,
+        what: str,
+        attempts: int | None = None,
+        limit: float | None = None,
+    ) -> T:
         """Run ``fn`` with bounded retries; translate every failure into our error types."""
         total = self.retries + 1 if attempts is None else attempts
         for attempt in range(total):
             try:
-                return self._once(fn)
+                return self._once(fn, self.timeout if limit is None else limit)
             except _Retryable as exc:
                 if attempt + 1 >= total:
                     suffix = f" (after {total} attempts)" if total > 1 else ""
@@ -212,14 +251,14 @@ class OllamaEmbedder:
                 time.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _once(self, fn: Callable[[], T]) -> T:
+    def _once(self, fn: Callable[[], T], limit: float) -> T:
         try:
             return fn()
         except ollama.ResponseError as exc:
             raise self._from_response_error(exc) from None
         except httpx.TimeoutException:
             raise _Retryable(
-                f"Ollama at {self._host} did not answer within {self.timeout:g}s (timeout)"
+                f"Ollama at {self._host} did not answer within {limit:g}s (timeout)"
             ) from None
         except (ConnectionError, httpx.TransportError) as exc:
             # The client turns httpx.ConnectError into the builtin ConnectionError.
