@@ -16,7 +16,6 @@ import string
 import subprocess
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +34,8 @@ from retriever.lexical import weighted_terms
 from retriever.prepare import embedding_input
 from retriever.scan import ALWAYS_EXCLUDED_DIRS
 from tests.conftest import TEMPLATE_DB, _with_dbname, retriever_exe
+from tests.faults.dump import assert_same_index, assert_stats_consistent
+from tests.faults.dump import dump_index as snapshot
 
 EXCLUDED_TEST_NOTES = ["private/Journal.md", ".trash/Old grocery list.md"]
 
@@ -95,103 +96,6 @@ def link_rows(url: str, source: str) -> list[tuple[str, str, str | None]]:
         " LEFT JOIN documents r ON r.id = l.resolved WHERE d.path = %s ORDER BY l.line, l.target",
         (source,),
     )
-
-
-def snapshot(url: str) -> dict[str, object]:
-    """Everything the index derives from the files, keyed by paths (not ids)."""
-    docs = {
-        (r[0], bytes(r[1]), r[2], r[3], r[4], tuple(r[5]), tuple(r[6]), r[7], r[8], json.dumps(r[9], sort_keys=True))
-        for r in query(
-            url,
-            "SELECT path, sha256, title, size, mtime_ns, tags, aliases, note_type, encoding,"
-            " frontmatter FROM documents",
-        )
-    }  # fmt: skip
-    # chunks.terms hold lexicon ids, which differ between databases: compare the words.
-    chunks = Counter(
-        (r[0], r[1], bytes(r[2]), r[3], r[4], tuple(sorted(zip(r[5], r[6], strict=True))),
-         tuple(r[7]), r[8], r[9])
-        for r in query(
-            url,
-            "SELECT d.path, c.ordinal, c.passage_hash, c.start_line, c.end_line,"
-            " ARRAY(SELECT l.term FROM unnest(c.terms) WITH ORDINALITY u(id, o)"
-            "       JOIN lexicon l ON l.id = u.id ORDER BY u.o), c.tfs,"
-            " c.heading_trail, c.content_type, c.len"
-            " FROM chunks c JOIN documents d ON d.id = c.doc_id",
-        )
-    )  # fmt: skip
-    links = Counter(
-        tuple(r)
-        for r in query(
-            url,
-            "SELECT d.path, l.target, l.anchor, l.alias, l.kind, l.line, l.n, r.path FROM links l"
-            " JOIN documents d ON d.id = l.doc_id LEFT JOIN documents r ON r.id = l.resolved",
-        )
-    )
-    lexicon = {r[0]: r[1] for r in query(url, "SELECT term, df FROM lexicon")}
-    stats = query(url, "SELECT n_chunks, sum_len FROM lex_stats")
-    passages = {
-        (bytes(r[0]), r[1], r[2], r[3])
-        for r in query(url, "SELECT hash, text, context, tokens FROM passages")
-    }
-    embedded = {
-        (r[0], bytes(r[1]))
-        for r in query(
-            url, "SELECT m.fingerprint, e.hash FROM embeddings e JOIN models m ON m.id = e.model"
-        )
-    }
-    return {
-        "documents": docs,
-        "chunks": chunks,
-        "links": links,
-        "lexicon": lexicon,
-        "lex_stats": stats,
-        "passages": passages,
-        "embedded": embedded,
-    }
-
-
-def assert_same_index(got: dict[str, object], want: dict[str, object]) -> None:
-    for key in ("documents", "chunks", "links", "lexicon", "passages", "embedded"):
-        if got[key] != want[key]:
-            g, w = got[key], want[key]
-            if isinstance(g, dict) and isinstance(w, dict):
-                diff = {k: (g.get(k), w.get(k)) for k in set(g) | set(w) if g.get(k) != w.get(k)}
-            elif isinstance(g, Counter) and isinstance(w, Counter):
-                diff = {"extra": list((g - w).items())[:5], "missing": list((w - g).items())[:5]}
-            else:
-                diff = {"extra": list(g - w)[:5], "missing": list(w - g)[:5]}  # type: ignore[operator]
-            pytest.fail(f"{key} differ from a clean rebuild: {str(diff)[:2000]}")
-    [(n_chunks, sum_len)] = got["lex_stats"]  # type: ignore[misc]
-    [(w_chunks, w_sum_len)] = want["lex_stats"]  # type: ignore[misc]
-    assert n_chunks == w_chunks
-    assert sum_len == pytest.approx(w_sum_len, rel=1e-6, abs=1e-6)
-
-
-def assert_stats_consistent(url: str) -> None:
-    """lexicon and lex_stats agree with the chunks actually stored."""
-    lexicon = {r[0]: r[1] for r in query(url, "SELECT term, df FROM lexicon")}
-    derived = {
-        r[0]: r[1]
-        for r in query(
-            url,
-            "SELECT l.term, count(*) FROM chunks c,"
-            " unnest(c.terms) AS t JOIN lexicon l ON l.id = t GROUP BY l.term",
-        )
-    }
-    assert lexicon == derived
-    [(n_chunks, sum_len)] = query(url, "SELECT n_chunks, sum_len FROM lex_stats")
-    [(c_chunks, c_len)] = query(
-        url, "SELECT (SELECT count(*) FROM chunks), (SELECT coalesce(sum(len), 0) FROM chunks)"
-    )
-    assert n_chunks == c_chunks
-    assert sum_len == pytest.approx(c_len, rel=1e-6, abs=1e-3)
-    orphans = scalar(
-        url,
-        "SELECT count(*) FROM passages p WHERE NOT EXISTS"
-        " (SELECT 1 FROM chunks c WHERE c.passage_hash = p.hash)",
-    )
-    assert orphans == 0
 
 
 @pytest.fixture
