@@ -39,6 +39,7 @@ from retriever.config import Settings
 from retriever.db import INDEX_LOCK_KEY, Database
 from retriever.embed import Embedder, EmbedderError, InvalidVectorError
 from retriever.lexical import NORMALISER_VERSION
+from retriever.lifeline import bind_to_owner
 from retriever.links import LinkResolver
 from retriever.prepare import (
     PreparedDoc,
@@ -122,10 +123,6 @@ class _StopFlag:
             signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]
 
 
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 JOBS_PER_TASK = 32  # notes per worker task: amortises pickling, keeps tasks short
 TASKS_IN_FLIGHT = 8  # per worker: workers never wait while the parent writes a batch
 
@@ -139,9 +136,12 @@ def _prepared(jobs: list[PrepareJob]) -> Iterator[PrepareResult]:
     ctx = multiprocessing.get_context("forkserver")
     # Preload only our pure module: the default would re-import the caller's __main__,
     # which runs any unguarded script a second time inside the fork server.
-    ctx.set_forkserver_preload(["retriever.prepare"])
+    ctx.set_forkserver_preload(["retriever.prepare", "retriever.lifeline"])
     tasks = [jobs[i : i + JOBS_PER_TASK] for i in range(0, len(jobs), JOBS_PER_TASK)]
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_ignore_sigint) as pool:
+    # Workers ignore Ctrl-C (we stop the pool) and exit when this process dies (kill -9).
+    with ProcessPoolExecutor(
+        workers, mp_context=ctx, initializer=bind_to_owner, initargs=(os.getpid(),)
+    ) as pool:
         # A bounded window of tasks, not pool.map: map submits every note at once, and
         # prepared notes then pile up in the parent whenever writing lags behind parsing.
         window: deque[Future[list[PrepareResult]]] = deque()
