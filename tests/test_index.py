@@ -34,8 +34,14 @@ from retriever.lexical import weighted_terms
 from retriever.prepare import embedding_input
 from retriever.scan import ALWAYS_EXCLUDED_DIRS
 from tests.conftest import TEMPLATE_DB, _with_dbname, retriever_exe
-from tests.faults.dump import assert_same_index, assert_stats_consistent
+from tests.faults.dump import (
+    assert_same_index,
+    assert_stats_consistent,
+    differences,
+    lost_and_duplicated,
+)
 from tests.faults.dump import dump_index as snapshot
+from tests.faults.table import record
 
 EXCLUDED_TEST_NOTES = ["private/Journal.md", ".trash/Old grocery list.md"]
 
@@ -980,6 +986,7 @@ def test_model_change_adds_vectors_and_gc_prunes_old_ones(
 
 
 @pytest.mark.slow
+@pytest.mark.faults
 def test_kill_9_converges_to_a_clean_index(
     db_url: str, new_db_url, model_dir: Path, tmp_path: Path
 ) -> None:
@@ -1030,7 +1037,9 @@ def test_kill_9_converges_to_a_clean_index(
     assert kills, "no kill landed while the indexer ran"
 
     # The next run completes...
+    started = time.monotonic()
     code, data, stderr = run_cli(["index", str(vault), "--json"], env)
+    took = time.monotonic() - started
     assert code == 0, stderr[-2000:]
     assert data["ok"] is True and data["interrupted"] is False
     assert data["passages_pending"] == 0
@@ -1042,10 +1051,15 @@ def test_kill_9_converges_to_a_clean_index(
         cli_env(reference_url, tmp_path / "ref-home", model_dir),
     )
     assert code == 0, stderr[-2000:]
-    assert_same_index(snapshot(db_url), snapshot(reference_url))
+    got, want = snapshot(db_url), snapshot(reference_url)
+    lost, duplicated = lost_and_duplicated(got, want)
+    record("kill -9 indexer group at each commit point", converged=not differences(got, want),
+           lost=lost + duplicated, recovery_s=took, note=f"{len(kills)} kills, then one run")  # fmt: skip
+    assert_same_index(got, want)
     assert_stats_consistent(db_url)
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("target", ["process", "group"])
 def test_ctrl_c_stops_with_a_summary_and_the_next_run_completes(
     db_url: str, model_dir: Path, tmp_path: Path, target: str
@@ -1078,12 +1092,17 @@ def test_ctrl_c_stops_with_a_summary_and_the_next_run_completes(
     # Nothing half-written: every stored note is complete and the statistics are exact.
     assert_stats_consistent(db_url)
 
+    started = time.monotonic()
     code, data, stderr = run_cli(["index", str(vault), "--json"], env)
+    took = time.monotonic() - started
     assert code == 0, stderr[-2000:]
     assert data["interrupted"] is False
     assert data["files_seen"] == n
     assert data["passages_pending"] == 0
-    assert scalar(db_url, "SELECT count(*) FROM documents") == n
+    stored = scalar(db_url, "SELECT count(*) FROM documents")
+    record(f"Ctrl-C to the indexer ({target})", converged=stored == n, lost=abs(n - int(stored)),  # type: ignore[call-overload]
+           recovery_s=took, note="then one run")  # fmt: skip
+    assert stored == n
     assert_stats_consistent(db_url)
 
 
