@@ -124,11 +124,16 @@ def kill_postmaster(datadir: Path) -> int:
     return found[0]
 
 
-def pg_ctl(datadir: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    cmd = [str(PG_BIN / "pg_ctl"), "-D", str(datadir), *args]
+def pg_ctl(datadir: Path, *args: str, timeout: float = 60) -> int:
+    """pg_ctl as the server's user; the server it starts logs where the wheel's does (a
+    captured stdout would stay open as long as that server runs)."""
+    cmd = [str(PG_BIN / "pg_ctl"), "-D", str(datadir), "-l", str(datadir / "log"), *args]
     if os.geteuid() == 0:
         cmd = ["runuser", "-u", PG_SYSTEM_USER, "--", *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout
+    )
+    return done.returncode
 
 
 def stop_server(datadir: Path) -> None:
