@@ -98,6 +98,7 @@ class IndexReport:
 
 ProgressFn = Callable[[str, int, int], None]
 LOCK_BUSY = "another indexer is running; skipped"
+LOCK_WAIT = "another indexer is running on this index: waiting for it to finish"
 
 
 class _StopFlag:
@@ -208,14 +209,14 @@ def index_vault(
     report = IndexReport(vault=str(vault), full=full)
     with db.connection() as lock_conn:
         lock_conn.autocommit = True
-        if wait_for_lock:
-            lock_conn.execute("SELECT pg_advisory_lock(%s)", (INDEX_LOCK_KEY,))
-        else:
-            row = lock_conn.execute("SELECT pg_try_advisory_lock(%s)", (INDEX_LOCK_KEY,)).fetchone()
-            if not row or not row[0]:
+        row = lock_conn.execute("SELECT pg_try_advisory_lock(%s)", (INDEX_LOCK_KEY,)).fetchone()
+        if not row or not row[0]:
+            if not wait_for_lock:
                 lock_conn.autocommit = False
                 report.warnings.append(LOCK_BUSY)
                 return report
+            log.warning(LOCK_WAIT)  # say why nothing happens for a while
+            lock_conn.execute("SELECT pg_advisory_lock(%s)", (INDEX_LOCK_KEY,))
         try:
             with _StopFlag() as flag:
                 halt = stop or flag.event
