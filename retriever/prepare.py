@@ -5,8 +5,11 @@ Runs in worker processes during big index runs, so it only takes and returns pla
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
+import os
+import stat
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
@@ -205,12 +208,31 @@ class Unreadable(NamedTuple):
 PrepareResult = PreparedDoc | Unchanged | Unreadable
 
 
+def read_regular(path: Path) -> tuple[bytes, os.stat_result]:
+    """The bytes and stat of a regular file, read through one descriptor.
+
+    The scan saw a regular file, but anything may be there by the time it is read:
+    O_NONBLOCK keeps a FIFO swapped in from blocking the run for ever, O_NOFOLLOW keeps a
+    symlink swapped in from leading out of the vault."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        chunks = []
+        while block := os.read(fd, 1 << 20):
+            chunks.append(block)
+        return b"".join(chunks), st
+    finally:
+        os.close(fd)
+
+
 def run_job(job: PrepareJob) -> PrepareResult:
     """Worker entry point: the note prepared, or that it is unchanged, or unreadable."""
     full = Path(job.vault) / job.path
     try:
-        st = full.stat()
-        raw = full.read_bytes()
+        raw, st = read_regular(full)
     except OSError as exc:
         return Unreadable(job.path, exc.strerror or type(exc).__name__)
     sha = hashlib.sha256(raw).digest()
