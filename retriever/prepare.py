@@ -66,10 +66,19 @@ class PreparedDoc:
     warnings: list[str] = field(default_factory=list)
 
 
+_UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+
+
 def decode_note(raw: bytes) -> tuple[str, str]:
-    """Decode note bytes: UTF-8 (BOM stripped), else cp1252, else latin-1 (never fails)."""
+    """Decode note bytes: UTF-16 with its BOM (Windows' "Unicode" text), UTF-8 (BOM
+    stripped), else cp1252, else latin-1 (never fails)."""
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
+    elif (codec := _UTF16_BOMS.get(raw[:2])) and len(raw) % 2 == 0:
+        try:
+            return raw[2:].decode(codec), "utf-16"
+        except UnicodeDecodeError:
+            pass  # lone surrogates: not UTF-16 after all
     try:
         return raw.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
@@ -113,7 +122,7 @@ def prepare_text(
 ) -> PreparedDoc:
     text, encoding = decode_note(raw)
     warnings: list[str] = []
-    if encoding != "utf-8":
+    if encoding not in ("utf-8", "utf-16"):  # the fallbacks may have guessed wrong: say so
         warnings.append(f"{path}: not valid UTF-8, decoded as {encoding}")
     if "\x00" in text:
         # PostgreSQL text cannot hold NUL; keep the note, mark the bytes, say so.

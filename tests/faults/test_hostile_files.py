@@ -1,0 +1,32 @@
+"""Fault 8: hostile files in the vault. Each is indexed or skipped with a stated reason,
+the run ends in bounded time, a second run changes nothing, and the index equals a clean
+one. Covered elsewhere and not repeated here: symlink loops and FIFOs at scan level
+(tests/test_scan.py), invalid UTF-8 and NUL bytes note by note (tests/test_index.py);
+here they sit together in one vault run through the CLI."""
+
+from __future__ import annotations
+
+import pytest
+
+from retriever.prepare import decode_note
+
+pytestmark = pytest.mark.faults
+
+UTF16_TEXT = "# Grüße aus Köln\n\nNotepad speichert Unicode-Notizen als UTF-16: Brötchen.\n"
+
+YAML_BOMB = (
+    "---\n"
+    + "".join(
+        f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9) if i else ', '.join(['lol'] * 9)}]\n"
+        for i in range(9)
+    )
+    + "tags: [*l8]\n---\n# Laughs\n\nA note whose frontmatter is a billion laughs.\n"
+)
+
+
+def test_utf16_notes_with_a_bom_are_decoded() -> None:
+    for codec in ("utf-16-le", "utf-16-be"):
+        bom = b"\xff\xfe" if codec.endswith("le") else b"\xfe\xff"
+        assert decode_note(bom + UTF16_TEXT.encode(codec)) == (UTF16_TEXT, "utf-16")
+    # A stray BOM-like start that is not UTF-16 still decodes, one way or another.
+    assert decode_note(b"\xff\xfe\x00")[1] in ("cp1252", "latin-1")
