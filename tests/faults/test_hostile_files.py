@@ -6,6 +6,10 @@ here they sit together in one vault run through the CLI."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from retriever.prepare import decode_note
@@ -30,3 +34,16 @@ def test_utf16_notes_with_a_bom_are_decoded() -> None:
         assert decode_note(bom + UTF16_TEXT.encode(codec)) == (UTF16_TEXT, "utf-16")
     # A stray BOM-like start that is not UTF-16 still decodes, one way or another.
     assert decode_note(b"\xff\xfe\x00")[1] in ("cp1252", "latin-1")
+
+
+def test_a_yaml_bomb_in_frontmatter_is_refused_in_bounded_time() -> None:
+    code = (
+        "import sys; from retriever.prepare import prepare_text\n"
+        "raw = sys.stdin.buffer.read()\n"
+        "d = prepare_text('x.md', raw, size=len(raw), mtime_ns=0, min_chars=200, max_chars=2000)\n"
+        "print(d.warnings)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], input=YAML_BOMB.encode(),
+                          capture_output=True, timeout=60, cwd=Path(__file__).parents[2])  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()[-1000:]
+    assert "frontmatter ignored" in done.stdout.decode()
