@@ -32,6 +32,7 @@ def index_matches_disk(url: str, vault: Path) -> bool:
     return on_disk == stored
 
 
+@pytest.mark.faults_full
 def test_two_indexers_and_a_watcher_at_once(
     db_url: str, tmp_path: Path, clean_index: Callable[..., dict[str, Any]]
 ) -> None:

@@ -141,7 +141,8 @@ def _restart_fast(datadir: Path) -> None:
     assert pg_ctl(datadir, "restart", "-m", "fast", "-w") == 0
 
 
-@pytest.mark.parametrize("how", ["kill -9", pytest.param("restart", marks=pytest.mark.faults_full)])
+@pytest.mark.faults_full
+@pytest.mark.parametrize("how", ["kill -9", "restart"])
 def test_postgres_lost_during_an_index_run(
     own_home: Path, tmp_path: Path, clean_index: Callable[..., dict[str, Any]], how: str
 ) -> None:

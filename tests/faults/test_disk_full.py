@@ -68,6 +68,7 @@ def fill(disk: Path, leave_mb: int) -> Path:
     return filler
 
 
+@pytest.mark.faults_full
 def test_disk_full_during_an_index_run(
     small_disk: Path, pgdata_template: Path, tmp_path: Path,
     clean_index: Callable[..., dict[str, Any]], faults_full: bool,

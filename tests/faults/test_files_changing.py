@@ -137,6 +137,7 @@ def test_a_fifo_or_symlink_swapped_in_after_the_scan_is_refused(tmp_path: Path) 
     ) == ([], False)
 
 
+@pytest.mark.faults_full
 def test_notes_change_during_an_index_run(
     db_url: str, shared_dir: Path, clean_index: Callable[..., dict[str, Any]]
 ) -> None:
