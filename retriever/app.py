@@ -267,6 +267,9 @@ class Retriever:
                 log.warning("freshness pass failed (%s); searching the index as it is", exc)
         embedder, error = (None, None) if opts.mode == "lexical" else self.embedder()
         with db.connection() as conn:
+            # One snapshot for the search's many statements: a re-index committing
+            # meanwhile must not remove the chunks it has just ranked.
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             result, failure = self._searcher.search(
                 conn,
                 cleaned,
