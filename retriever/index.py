@@ -39,7 +39,7 @@ from retriever.config import Settings
 from retriever.db import INDEX_LOCK_KEY, Database
 from retriever.embed import Embedder, EmbedderError, InvalidVectorError
 from retriever.lexical import NORMALISER_VERSION
-from retriever.lifeline import bind_to_owner
+from retriever.lifeline import bind_to_owner, start_fork_server
 from retriever.links import LinkResolver
 from retriever.prepare import (
     PreparedDoc,
@@ -137,7 +137,7 @@ def _prepared(jobs: list[PrepareJob]) -> Iterator[PrepareResult]:
     ctx = multiprocessing.get_context("forkserver")
     # Preload only our pure module: the default would re-import the caller's __main__,
     # which runs any unguarded script a second time inside the fork server.
-    ctx.set_forkserver_preload(["retriever.prepare", "retriever.lifeline"])
+    start_fork_server(["retriever.prepare", "retriever.lifeline"])
     tasks = [jobs[i : i + JOBS_PER_TASK] for i in range(0, len(jobs), JOBS_PER_TASK)]
     # Workers ignore Ctrl-C (we stop the pool) and exit when this process dies (kill -9).
     with ProcessPoolExecutor(

@@ -24,10 +24,32 @@ POLL_SECONDS = 1.0  # the fallback watchdog's period where pidfds are missing
 EXIT_CODE = 70  # what an orphaned worker exits with (EX_SOFTWARE)
 
 
+def start_fork_server(preload: list[str]) -> None:
+    """Start multiprocessing's fork server with Ctrl-C blocked: the server and every worker
+    it forks inherit the blocked mask, so a Ctrl-C sent to the whole process group (what a
+    terminal does) cannot kill a worker before :func:`bind_to_owner` makes it ignore Ctrl-C.
+    A worker killed that way broke the pool: the run failed instead of stopping cleanly."""
+    from multiprocessing import forkserver, resource_tracker
+
+    forkserver.set_forkserver_preload(preload)
+    if not hasattr(signal, "pthread_sigmask"):
+        forkserver.ensure_running()
+        return
+    # The resource tracker's own start unblocks SIGINT when it is done: start it first.
+    resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        forkserver.ensure_running()  # a no-op once running; a Ctrl-C now stays pending
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def bind_to_owner(owner_pid: int) -> None:
     """Pool initializer: ignore Ctrl-C (the owner handles it and stops the pool) and exit
     when ``owner_pid`` exits."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # blocked since birth (start_fork_server)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _die_with_parent()
     if not _alive(owner_pid):  # died before we got here: nothing left to work for
         os._exit(EXIT_CODE)

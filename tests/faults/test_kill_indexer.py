@@ -118,3 +118,68 @@ def test_workers_exit_when_the_indexer_is_killed(
     amcheck(db_url)
     record("kill -9 indexer alone: next run", converged=not diff, lost=lost + dup, recovery_s=took)
     assert not diff, diff
+
+
+def blocks_sigint(pid: int) -> bool:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigBlk:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+    return False
+
+
+def test_ctrl_c_to_the_group_always_ends(db_url: str, tmp_path: Path, faults_full: bool) -> None:
+    """Ctrl-C at a terminal reaches the indexer, its fork server, workers and resource
+    tracker at once. At every moment the run must stop cleanly (interrupted, what was done
+    committed) and leave no process behind. A worker that got the Ctrl-C before it could
+    ignore it used to break the pool: exit 2, "BrokenProcessPool", and a hang at times."""
+    n = (4 if faults_full else 2) * PARALLEL_THRESHOLD
+    moments = ["workers starting"]
+    if faults_full:
+        moments += ["first batch written", "half written", "all written"]
+    vault = make_big_vault(tmp_path / "big", n)
+    env = env_for(tmp_path / "home", db_url)
+    watch = Watch(db_url)
+    hung: list[str] = []
+    try:
+        for moment in moments:
+            watch.started_at = watch.conn.execute("SELECT clock_timestamp()").fetchone()[0]  # type: ignore[index]
+            proc = start_index(vault, env, "--full")
+
+            def due(moment: str = moment, proc: Any = proc) -> bool:
+                if proc.poll() is not None:
+                    return True
+                if moment == "workers starting":
+                    return len(workers_of(proc.pid)) >= 3  # tracker, fork server, a worker
+                want = {"first batch written": 1, "half written": n // 2, "all written": n}
+                return watch.state()["written"] >= want[moment]
+
+            # Poll fast: the first moment is a worker still starting up.
+            assert wait_until(due, 120, step=0.002) is not None
+            landed = proc.poll() is None
+            if moment == "workers starting" and landed:
+                # Deterministic half of the check: every worker is born with Ctrl-C blocked.
+                servers = [p for p in workers_of(proc.pid) if "forkserver" in " ".join(p.cmdline())]
+                assert servers and all(blocks_sigint(p.pid) for p in servers[:1]), (
+                    "fork server takes Ctrl-C"
+                )
+            os.killpg(proc.pid, signal.SIGINT)
+            sent = time.monotonic()
+            try:
+                _, err = proc.communicate(timeout=90)
+            except subprocess.TimeoutExpired:
+                hung.append(moment)
+                for p in session_members(proc.pid):
+                    p.kill()
+                proc.communicate()
+                continue
+            ended = time.monotonic() - sent
+            gone = wait_until(lambda pid=proc.pid: not session_members(pid), 10)
+            print(f"Ctrl-C to the group at '{moment}' (landed {landed}): exit {proc.returncode} "
+                  f"after {ended:.2f} s; helpers gone after {gone}")  # fmt: skip
+            assert proc.returncode in (0, 1), err.decode()[-2000:]
+            assert "Traceback" not in err.decode()
+            record(f"Ctrl-C to the indexer's group ({len(moments)} moments)",
+                   converged=gone is not None, recovery_s=ended, note="time = Ctrl-C to exit")  # fmt: skip
+    finally:
+        watch.close()
+    assert not hung, f"the run never ended after Ctrl-C at: {hung}"
