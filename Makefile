@@ -11,7 +11,7 @@ CORPUS ?= ../shared/corpora/win32-17k
 MODEL ?= ../shared/models/m2v-minilm-256
 CASES ?= ../shared/corpora/dendron-vault-cases.jsonl
 
-.PHONY: install run index serve test test-fast lint format compose-test test-containers engine engine-stop bench bench-index bench-equivalence bench-quality bench-hooks bench-cli bench-calibration calibrate eval up down logs clean
+.PHONY: install run index serve test test-fast faults lint format compose-test test-containers engine engine-stop bench bench-index bench-equivalence bench-quality bench-hooks bench-cli bench-calibration calibrate eval up down logs clean
 
 $(BIN)/retriever: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,13 @@ test: install
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/mypy
 	$(BIN)/pytest -q
+
+# The fault-injection suite at full size (tests/faults, and the kill -9 / Ctrl-C tests):
+# kills, starves and fills every component, checks the index converges to a clean one, and
+# prints a table (fault, runs, converged, lost, wrong answers, recovery time). `make test`
+# runs its fast subset.
+faults: install
+	$(BIN)/pytest -m faults --faults-full -rs -q
 
 LINTED := retriever healthcheck migrations tests benchmarks services
 

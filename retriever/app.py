@@ -274,6 +274,9 @@ class Retriever:
             except (OSError, psycopg.Error) as exc:  # stale beats nothing; `stale` flags say it
                 log.warning("freshness pass failed (%s); searching the index as it is", exc)
         with db.connection() as conn:
+            # One snapshot for the search's many statements: a re-index committing
+            # meanwhile must not remove the chunks it has just ranked.
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             result = self._search_tiers(conn, cleaned, opts)
             conn.commit()
         result.refreshed_files = refreshed

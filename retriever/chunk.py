@@ -95,6 +95,7 @@ _MD = MarkdownIt("commonmark", {"html": True}).enable("table").disable("inline")
 # Tables: the same decisions without a token per row and cell (see md_rules).
 _MD.block.ruler.at("table", md_rules.table, {"alt": ["paragraph", "reference"]})
 _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_FRONTMATTER_NODES = 100_000  # far beyond any real frontmatter, far below a YAML bomb
 
 # Block kinds; the numeric value doubles as the per-line content-type code.
 _NONE, _CODE, _TABLE, _LIST, _NARR, _HEADING, _QUOTE, _HTML = range(8)
@@ -250,6 +251,9 @@ def _load_yaml(fm_lines: list[str]) -> tuple[dict[str, Any], str | None]:
     if not source.strip():
         return {}, None
     try:
+        size = _expanded_size(yaml.compose(source, Loader=_YAML_LOADER), {})
+        if size > MAX_FRONTMATTER_NODES:  # anchors and aliases can nest a "billion laughs"
+            return {}, f"frontmatter expands to {size} values (more than {MAX_FRONTMATTER_NODES})"
         data = yaml.load(source, Loader=_YAML_LOADER)
     except Exception as exc:  # YAML errors, bad timestamps, deep recursion: never fatal
         message = " ".join(str(exc).split()) or type(exc).__name__
@@ -259,6 +263,23 @@ def _load_yaml(fm_lines: list[str]) -> tuple[dict[str, Any], str | None]:
     if not isinstance(data, dict):
         return {}, f"frontmatter is not a mapping (got {type(data).__name__})"
     return data, None
+
+
+def _expanded_size(node: Any, memo: dict[int, int]) -> int:
+    """How many values the YAML node stands for once aliases are expanded (a node reached
+    twice counts twice), computed once per node: linear in the text, whatever it expands to."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = 1  # a node inside itself counts once
+    if isinstance(node, yaml.SequenceNode):
+        total = 1 + sum(_expanded_size(child, memo) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        total = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    else:
+        total = 1
+    memo[key] = total
+    return total
 
 
 def _json_safe(value: Any, depth: int = 0) -> Any:

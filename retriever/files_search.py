@@ -22,7 +22,7 @@ from pathlib import Path
 from retriever.budget import allocate, estimate_tokens
 from retriever.doc_filter import DocFilter
 from retriever.lexical import BM25Params, fold, idf, query_terms
-from retriever.prepare import PreparedChunk, PreparedDoc, decode_note, prepare_text
+from retriever.prepare import PreparedChunk, PreparedDoc, decode_note, prepare_text, read_regular
 from retriever.scan import FileInfo, scan_vault
 from retriever.search import Hit, SearchResult, truncate_to_budget
 
@@ -119,7 +119,7 @@ def _count_terms(
         if time.monotonic() > deadline:
             return seen, True
         try:
-            raw = (vault / info.path).read_bytes()
+            raw, _ = read_regular(vault / info.path)
         except OSError:
             continue  # vanished or unreadable: the index would skip it too
         folded = _fold_lines(decode_note(raw)[0])
@@ -173,7 +173,7 @@ def _best_files(
 
 def _prepare(vault: Path, info: FileInfo, min_chars: int, max_chars: int) -> PreparedDoc | None:
     try:
-        raw = (vault / info.path).read_bytes()
+        raw, _ = read_regular(vault / info.path)
     except OSError:
         return None
     return prepare_text(

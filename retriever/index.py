@@ -39,6 +39,7 @@ from retriever.config import Settings
 from retriever.db import INDEX_LOCK_KEY, Database
 from retriever.embed import Embedder, EmbedderError, InvalidVectorError
 from retriever.lexical import NORMALISER_VERSION
+from retriever.lifeline import bind_to_owner, start_fork_server
 from retriever.links import LinkResolver
 from retriever.prepare import (
     PreparedDoc,
@@ -122,6 +123,7 @@ class TierReport:
 
 ProgressFn = Callable[[str, int, int], None]
 LOCK_BUSY = "another indexer is running; skipped"
+LOCK_WAIT = "another indexer is running on this index: waiting for it to finish"
 
 
 class _StopFlag:
@@ -147,10 +149,6 @@ class _StopFlag:
             signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]
 
 
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 JOBS_PER_TASK = 32  # notes per worker task: amortises pickling, keeps tasks short
 TASKS_IN_FLIGHT = 8  # per worker: workers never wait while the parent writes a batch
 
@@ -164,9 +162,12 @@ def _prepared(jobs: list[PrepareJob]) -> Iterator[PrepareResult]:
     ctx = multiprocessing.get_context("forkserver")
     # Preload only our pure module: the default would re-import the caller's __main__,
     # which runs any unguarded script a second time inside the fork server.
-    ctx.set_forkserver_preload(["retriever.prepare"])
+    start_fork_server(["retriever.prepare", "retriever.lifeline"])
     tasks = [jobs[i : i + JOBS_PER_TASK] for i in range(0, len(jobs), JOBS_PER_TASK)]
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_ignore_sigint) as pool:
+    # Workers ignore Ctrl-C (we stop the pool) and exit when this process dies (kill -9).
+    with ProcessPoolExecutor(
+        workers, mp_context=ctx, initializer=bind_to_owner, initargs=(os.getpid(),)
+    ) as pool:
         # A bounded window of tasks, not pool.map: map submits every note at once, and
         # prepared notes then pile up in the parent whenever writing lags behind parsing.
         window: deque[Future[list[PrepareResult]]] = deque()
@@ -236,14 +237,14 @@ def index_vault(
     report = IndexReport(vault=str(vault), full=full)
     with db.connection() as lock_conn:
         lock_conn.autocommit = True
-        if wait_for_lock:
-            lock_conn.execute("SELECT pg_advisory_lock(%s)", (INDEX_LOCK_KEY,))
-        else:
-            row = lock_conn.execute("SELECT pg_try_advisory_lock(%s)", (INDEX_LOCK_KEY,)).fetchone()
-            if not row or not row[0]:
+        row = lock_conn.execute("SELECT pg_try_advisory_lock(%s)", (INDEX_LOCK_KEY,)).fetchone()
+        if not row or not row[0]:
+            if not wait_for_lock:
                 lock_conn.autocommit = False
                 report.warnings.append(LOCK_BUSY)
                 return report
+            log.warning(LOCK_WAIT)  # say why nothing happens for a while
+            lock_conn.execute("SELECT pg_advisory_lock(%s)", (INDEX_LOCK_KEY,))
         try:
             with _StopFlag() as flag:
                 halt = stop or flag.event

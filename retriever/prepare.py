@@ -5,8 +5,11 @@ Runs in worker processes during big index runs, so it only takes and returns pla
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
+import os
+import stat
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
@@ -63,10 +66,19 @@ class PreparedDoc:
     warnings: list[str] = field(default_factory=list)
 
 
+_UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+
+
 def decode_note(raw: bytes) -> tuple[str, str]:
-    """Decode note bytes: UTF-8 (BOM stripped), else cp1252, else latin-1 (never fails)."""
+    """Decode note bytes: UTF-16 with its BOM (Windows' "Unicode" text), UTF-8 (BOM
+    stripped), else cp1252, else latin-1 (never fails)."""
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
+    elif (codec := _UTF16_BOMS.get(raw[:2])) and len(raw) % 2 == 0:
+        try:
+            return raw[2:].decode(codec), "utf-16"
+        except UnicodeDecodeError:
+            pass  # lone surrogates: not UTF-16 after all
     try:
         return raw.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
@@ -110,7 +122,7 @@ def prepare_text(
 ) -> PreparedDoc:
     text, encoding = decode_note(raw)
     warnings: list[str] = []
-    if encoding != "utf-8":
+    if encoding not in ("utf-8", "utf-16"):  # the fallbacks may have guessed wrong: say so
         warnings.append(f"{path}: not valid UTF-8, decoded as {encoding}")
     if "\x00" in text:
         # PostgreSQL text cannot hold NUL; keep the note, mark the bytes, say so.
@@ -205,12 +217,31 @@ class Unreadable(NamedTuple):
 PrepareResult = PreparedDoc | Unchanged | Unreadable
 
 
+def read_regular(path: Path) -> tuple[bytes, os.stat_result]:
+    """The bytes and stat of a regular file, read through one descriptor.
+
+    The scan saw a regular file, but anything may be there by the time it is read:
+    O_NONBLOCK keeps a FIFO swapped in from blocking the run for ever, O_NOFOLLOW keeps a
+    symlink swapped in from leading out of the vault."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        chunks = []
+        while block := os.read(fd, 1 << 20):
+            chunks.append(block)
+        return b"".join(chunks), st
+    finally:
+        os.close(fd)
+
+
 def run_job(job: PrepareJob) -> PrepareResult:
     """Worker entry point: the note prepared, or that it is unchanged, or unreadable."""
     full = Path(job.vault) / job.path
     try:
-        st = full.stat()
-        raw = full.read_bytes()
+        raw, st = read_regular(full)
     except OSError as exc:
         return Unreadable(job.path, exc.strerror or type(exc).__name__)
     sha = hashlib.sha256(raw).digest()

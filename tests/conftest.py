@@ -17,6 +17,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -44,11 +45,42 @@ def retriever_exe() -> str:
     return which
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses the database server `db` (`make test-containers` runs those)."""
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--faults-full",
+        action="store_true",
+        help="run the fault-injection suite at full size (`make faults`)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that uses the database server `db` (`make test-containers` runs those);
+    leave the full-size-only fault tests to `make faults` (--faults-full)."""
+    full = config.getoption("--faults-full")
+    kept, dropped = [], []
     for item in items:
         if "pg_server_url" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.db)
+        (dropped if item.get_closest_marker("faults_full") and not full else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The fault-injection table, when fault tests ran (tests/faults/table.py)."""
+    from tests.faults import table
+
+    if table.ROWS:
+        terminalreporter.write_sep("=", "fault injection")
+        terminalreporter.write_line(table.render())
+        table.write_out()
+
+
+@pytest.fixture(scope="session")
+def faults_full(pytestconfig: pytest.Config) -> bool:
+    """True under `make faults`: fault tests run at full size."""
+    return bool(pytestconfig.getoption("--faults-full"))
 
 
 def docker_available() -> bool:

@@ -16,7 +16,6 @@ import string
 import subprocess
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +34,14 @@ from retriever.lexical import weighted_terms
 from retriever.prepare import embedding_input
 from retriever.scan import ALWAYS_EXCLUDED_DIRS
 from tests.conftest import TEMPLATE_DB, _with_dbname, retriever_exe
+from tests.faults.dump import (
+    assert_same_index,
+    assert_stats_consistent,
+    differences,
+    lost_and_duplicated,
+)
+from tests.faults.dump import dump_index as snapshot
+from tests.faults.table import record
 
 EXCLUDED_TEST_NOTES = ["private/Journal.md", ".trash/Old grocery list.md"]
 
@@ -95,103 +102,6 @@ def link_rows(url: str, source: str) -> list[tuple[str, str, str | None]]:
         " LEFT JOIN documents r ON r.id = l.resolved WHERE d.path = %s ORDER BY l.line, l.target",
         (source,),
     )
-
-
-def snapshot(url: str) -> dict[str, object]:
-    """Everything the index derives from the files, keyed by paths (not ids)."""
-    docs = {
-        (r[0], bytes(r[1]), r[2], r[3], r[4], tuple(r[5]), tuple(r[6]), r[7], r[8], json.dumps(r[9], sort_keys=True))
-        for r in query(
-            url,
-            "SELECT path, sha256, title, size, mtime_ns, tags, aliases, note_type, encoding,"
-            " frontmatter FROM documents",
-        )
-    }  # fmt: skip
-    # chunks.terms hold lexicon ids, which differ between databases: compare the words.
-    chunks = Counter(
-        (r[0], r[1], bytes(r[2]), r[3], r[4], tuple(sorted(zip(r[5], r[6], strict=True))),
-         tuple(r[7]), r[8], r[9])
-        for r in query(
-            url,
-            "SELECT d.path, c.ordinal, c.passage_hash, c.start_line, c.end_line,"
-            " ARRAY(SELECT l.term FROM unnest(c.terms) WITH ORDINALITY u(id, o)"
-            "       JOIN lexicon l ON l.id = u.id ORDER BY u.o), c.tfs,"
-            " c.heading_trail, c.content_type, c.len"
-            " FROM chunks c JOIN documents d ON d.id = c.doc_id",
-        )
-    )  # fmt: skip
-    links = Counter(
-        tuple(r)
-        for r in query(
-            url,
-            "SELECT d.path, l.target, l.anchor, l.alias, l.kind, l.line, l.n, r.path FROM links l"
-            " JOIN documents d ON d.id = l.doc_id LEFT JOIN documents r ON r.id = l.resolved",
-        )
-    )
-    lexicon = {r[0]: r[1] for r in query(url, "SELECT term, df FROM lexicon")}
-    stats = query(url, "SELECT n_chunks, sum_len FROM lex_stats")
-    passages = {
-        (bytes(r[0]), r[1], r[2], r[3])
-        for r in query(url, "SELECT hash, text, context, tokens FROM passages")
-    }
-    embedded = {
-        (r[0], bytes(r[1]))
-        for r in query(
-            url, "SELECT m.fingerprint, e.hash FROM embeddings e JOIN models m ON m.id = e.model"
-        )
-    }
-    return {
-        "documents": docs,
-        "chunks": chunks,
-        "links": links,
-        "lexicon": lexicon,
-        "lex_stats": stats,
-        "passages": passages,
-        "embedded": embedded,
-    }
-
-
-def assert_same_index(got: dict[str, object], want: dict[str, object]) -> None:
-    for key in ("documents", "chunks", "links", "lexicon", "passages", "embedded"):
-        if got[key] != want[key]:
-            g, w = got[key], want[key]
-            if isinstance(g, dict) and isinstance(w, dict):
-                diff = {k: (g.get(k), w.get(k)) for k in set(g) | set(w) if g.get(k) != w.get(k)}
-            elif isinstance(g, Counter) and isinstance(w, Counter):
-                diff = {"extra": list((g - w).items())[:5], "missing": list((w - g).items())[:5]}
-            else:
-                diff = {"extra": list(g - w)[:5], "missing": list(w - g)[:5]}  # type: ignore[operator]
-            pytest.fail(f"{key} differ from a clean rebuild: {str(diff)[:2000]}")
-    [(n_chunks, sum_len)] = got["lex_stats"]  # type: ignore[misc]
-    [(w_chunks, w_sum_len)] = want["lex_stats"]  # type: ignore[misc]
-    assert n_chunks == w_chunks
-    assert sum_len == pytest.approx(w_sum_len, rel=1e-6, abs=1e-6)
-
-
-def assert_stats_consistent(url: str) -> None:
-    """lexicon and lex_stats agree with the chunks actually stored."""
-    lexicon = {r[0]: r[1] for r in query(url, "SELECT term, df FROM lexicon")}
-    derived = {
-        r[0]: r[1]
-        for r in query(
-            url,
-            "SELECT l.term, count(*) FROM chunks c,"
-            " unnest(c.terms) AS t JOIN lexicon l ON l.id = t GROUP BY l.term",
-        )
-    }
-    assert lexicon == derived
-    [(n_chunks, sum_len)] = query(url, "SELECT n_chunks, sum_len FROM lex_stats")
-    [(c_chunks, c_len)] = query(
-        url, "SELECT (SELECT count(*) FROM chunks), (SELECT coalesce(sum(len), 0) FROM chunks)"
-    )
-    assert n_chunks == c_chunks
-    assert sum_len == pytest.approx(c_len, rel=1e-6, abs=1e-3)
-    orphans = scalar(
-        url,
-        "SELECT count(*) FROM passages p WHERE NOT EXISTS"
-        " (SELECT 1 FROM chunks c WHERE c.passage_hash = p.hash)",
-    )
-    assert orphans == 0
 
 
 @pytest.fixture
@@ -1076,6 +986,7 @@ def test_model_change_adds_vectors_and_gc_prunes_old_ones(
 
 
 @pytest.mark.slow
+@pytest.mark.faults
 def test_kill_9_converges_to_a_clean_index(
     db_url: str, new_db_url, model_dir: Path, tmp_path: Path
 ) -> None:
@@ -1126,7 +1037,9 @@ def test_kill_9_converges_to_a_clean_index(
     assert kills, "no kill landed while the indexer ran"
 
     # The next run completes...
+    started = time.monotonic()
     code, data, stderr = run_cli(["index", str(vault), "--json"], env)
+    took = time.monotonic() - started
     assert code == 0, stderr[-2000:]
     assert data["ok"] is True and data["interrupted"] is False
     assert data["passages_pending"] == 0
@@ -1138,10 +1051,15 @@ def test_kill_9_converges_to_a_clean_index(
         cli_env(reference_url, tmp_path / "ref-home", model_dir),
     )
     assert code == 0, stderr[-2000:]
-    assert_same_index(snapshot(db_url), snapshot(reference_url))
+    got, want = snapshot(db_url), snapshot(reference_url)
+    lost, duplicated = lost_and_duplicated(got, want)
+    record("kill -9 indexer group at each commit point", converged=not differences(got, want),
+           lost=lost + duplicated, recovery_s=took, note=f"{len(kills)} kills, then one run")  # fmt: skip
+    assert_same_index(got, want)
     assert_stats_consistent(db_url)
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("target", ["process", "group"])
 def test_ctrl_c_stops_with_a_summary_and_the_next_run_completes(
     db_url: str, model_dir: Path, tmp_path: Path, target: str
@@ -1174,12 +1092,17 @@ def test_ctrl_c_stops_with_a_summary_and_the_next_run_completes(
     # Nothing half-written: every stored note is complete and the statistics are exact.
     assert_stats_consistent(db_url)
 
+    started = time.monotonic()
     code, data, stderr = run_cli(["index", str(vault), "--json"], env)
+    took = time.monotonic() - started
     assert code == 0, stderr[-2000:]
     assert data["interrupted"] is False
     assert data["files_seen"] == n
     assert data["passages_pending"] == 0
-    assert scalar(db_url, "SELECT count(*) FROM documents") == n
+    stored = scalar(db_url, "SELECT count(*) FROM documents")
+    record(f"Ctrl-C to the indexer ({target})", converged=stored == n, lost=abs(n - int(stored)),  # type: ignore[call-overload]
+           recovery_s=took, note="then one run")  # fmt: skip
+    assert stored == n
     assert_stats_consistent(db_url)
 
 

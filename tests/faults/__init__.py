@@ -1,0 +1,1 @@
+"""The fault-injection suite (issue 12): `make faults` runs it all at full size."""
