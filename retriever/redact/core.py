@@ -1,0 +1,79 @@
+"""Shared plumbing: the marker, edits spliced into the text, and line lookups."""
+
+from __future__ import annotations
+
+import re
+
+MARK = "[REDACTED:"
+
+# Every character str.splitlines() treats as a line break: values must never contain one.
+LINE_BREAKS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+BREAK_RE = re.compile("\r\n|[" + LINE_BREAKS + "]")
+
+Edit = tuple[int, int, str]
+
+
+def marker(kind: str) -> str:
+    return f"{MARK}{kind}]"
+
+
+def splice(text: str, edits: list[Edit]) -> str:
+    """Apply sorted, non-overlapping (start, end, replacement) edits."""
+    if not edits:
+        return text
+    parts: list[str] = []
+    last = 0
+    for start, end, rep in edits:
+        parts.append(text[last:start])
+        parts.append(rep)
+        last = end
+    parts.append(text[last:])
+    return "".join(parts)
+
+
+def line_spans(text: str, hint: re.Pattern[str]) -> list[tuple[int, int]]:
+    """(start, end) of each distinct line containing a match of ``hint``.
+
+    Each search is bounded by the nearest ``\n`` so that LF-only text never makes a scan
+    for ``\r`` run to the end (or start) of the note: linear, not quadratic.
+    """
+    spans: list[tuple[int, int]] = []
+    last_end = -1
+    has_cr = "\r" in text
+    for m in hint.finditer(text):
+        if m.start() <= last_end:
+            continue
+        start = text.rfind("\n", 0, m.start()) + 1
+        if has_cr:
+            start = max(start, text.rfind("\r", start, m.start()) + 1)
+        end = text.find("\n", m.end())
+        if end == -1:
+            end = len(text)
+        if has_cr:
+            cr = text.find("\r", m.end(), end)
+            end = cr if cr != -1 else end
+        spans.append((start, end))
+        last_end = end
+    return spans
+
+
+def hint_lines(text: str, words: tuple[str, ...], low: str | None = None) -> list[tuple[int, int]]:
+    """(start, end) of each line holding one of ``words`` (lowercase): only there can a rule
+    match. Found with str.find on the lowered text (C speed; a case-insensitive regex is not)."""
+    low = text.lower() if low is None else low
+    starts: set[int] = set()
+    for word in words:
+        i = low.find(word)
+        while i >= 0:
+            start = low.rfind("\n", 0, i) + 1
+            starts.add(start)
+            end = low.find("\n", i)
+            if end < 0:
+                break
+            i = low.find(word, end)  # the rest of this line is covered already
+    spans = []
+    for start in sorted(starts):
+        end = text.find("\n", start)
+        spans.append((start, len(text) if end < 0 else end))
+    return spans

@@ -1,0 +1,324 @@
+"""Vendor-shaped tokens and HTTP credentials: one regex per rule, skipped unless a hint occurs."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from retriever.redact.core import Edit, line_spans, marker, splice
+from retriever.redact.values import (
+    alnum_classes,
+    entropy,
+    is_code_ref,
+    is_masked,
+    is_placeholder,
+    is_wordy,
+    looks_random,
+    userpass_b64,
+    vendor_ok,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One regex; the secret is ``group``; skipped unless a hint substring occurs."""
+
+    kind: str
+    regex: re.Pattern[str]
+    hints: tuple[str, ...]
+    group: str | int = 0
+    check: Callable[[str], bool] = vendor_ok
+    kind_of: Callable[[re.Match[str]], str] | None = None
+    hints_ci: bool = False
+
+
+def rule(
+    kind: str,
+    pattern: str,
+    hints: tuple[str, ...],
+    *,
+    group: str | int = 0,
+    check: Callable[[str], bool] = vendor_ok,
+    kind_of: Callable[[re.Match[str]], str] | None = None,
+    flags: int = 0,
+) -> Rule:
+    return Rule(
+        kind,
+        re.compile(pattern, flags),
+        hints,
+        group,
+        check,
+        kind_of,
+        bool(flags & re.IGNORECASE),
+    )
+
+
+def _has_hint(text: str, hints: tuple[str, ...], ci: bool, low: str | None = None) -> bool:
+    if ci:
+        low = text.lower() if low is None else low
+        return any(h in low for h in hints)
+    return any(h in text for h in hints)
+
+
+def apply_rule(rule: Rule, text: str, counts: Counter[str], low: str | None = None) -> str:
+    if not _has_hint(text, rule.hints, rule.hints_ci, low):
+        return text
+    edits: list[Edit] = []
+    for m in rule.regex.finditer(text):
+        value = m.group(rule.group)
+        if not value or not rule.check(value):
+            continue
+        kind = rule.kind_of(m) if rule.kind_of else rule.kind
+        start, end = m.span(rule.group)
+        edits.append((start, end, marker(kind)))
+        counts[kind] += 1
+    return splice(text, edits)
+
+
+def value_ok(v: str) -> bool:
+    return len(v) >= 8 and not is_placeholder(v)
+
+
+def token_ok(v: str) -> bool:
+    return not is_placeholder(v) and looks_random(v) and not is_code_ref(v)
+
+
+def password_ok(v: str) -> bool:
+    return len(v) >= 3 and not is_placeholder(v) and not (v.isdigit() and len(v) <= 5)
+
+
+_TOKEN_END = r"(?![\w-])"
+
+# Order matters: the most specific prefixes first (sk-ant- before sk-), and everything that
+# can sit inside a larger structure (URL, header, assignment) before the structural rules,
+# which then see a marker and leave it alone.
+VENDOR_RULES: tuple[Rule, ...] = (
+    rule("anthropic_key", r"(?<![\w-])sk-ant-[A-Za-z0-9_\-]{20,}", ("sk-ant-",)),
+    rule("openrouter_key", r"(?<![\w-])sk-or-v\d+-[A-Za-z0-9]{20,}" + _TOKEN_END, ("sk-or-",)),
+    rule(
+        "openai_key",
+        r"(?<![\w-])sk-(?!ant-|or-)(?:(?:proj|svcacct|admin|None)-)?[A-Za-z0-9_\-]{32,}",
+        ("sk-",),
+    ),
+    rule("groq_key", r"(?<![\w-])gsk_[A-Za-z0-9]{20,}" + _TOKEN_END, ("gsk_",)),
+    rule(
+        "github_token",
+        r"(?<![\w-])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{40,255})" + _TOKEN_END,
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ),
+    rule(
+        "gitlab_token",
+        r"(?<![\w-])gl(?:pat|dt|rt|ptt|cbt|oas|imt|ft|soat|agent|ffct|wt)-"
+        r"[A-Za-z0-9_\-]{20,}(?:\.[A-Za-z0-9_\-]+)*",
+        ("gl",),
+    ),
+    rule(
+        "aws_access_key_id",
+        r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])",
+        ("AKIA", "ASIA", "ABIA", "ACCA", "A3T"),
+    ),
+    rule("gcp_api_key", r"(?<![\w-])AIza[0-9A-Za-z_\-]{35}" + _TOKEN_END, ("AIza",)),
+    rule("gcp_client_secret", r"(?<![\w-])GOCSPX-[0-9A-Za-z_\-]{20,}", ("GOCSPX-",)),
+    rule("gcp_access_token", r"(?<![\w.-])ya29\.[0-9A-Za-z_\-]{20,}", ("ya29.",)),
+    # Azure AD client secrets carry a version digit and "Q~" at a fixed offset.
+    rule(
+        "azure_key",
+        r"(?<![\w~.\-])[A-Za-z0-9_~.\-]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}(?![\w~.\-])",
+        ("Q~",),
+    ),
+    rule(
+        "azure_key",
+        r"(?<!\w)(?:AccountKey|SharedAccessKey|SharedAccessSignature)[ \t]*=[ \t]*"
+        r"(?P<v>[^;\s\"'<>]+)",
+        ("accountkey", "sharedaccess"),
+        group="v",
+        check=value_ok,
+        flags=re.IGNORECASE,
+    ),
+    # SAS token signature in a blob/queue URL.
+    rule(
+        "azure_key",
+        r"(?<=[?&])sig=(?P<v>[A-Za-z0-9%+/=]{16,})",
+        ("sig=",),
+        group="v",
+        check=token_ok,
+    ),
+    rule(
+        "stripe_key",
+        r"(?<![\w-])(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,})"
+        + _TOKEN_END,
+        ("sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_"),
+    ),
+    rule(
+        "slack_webhook",
+        r"https://hooks\.slack\.com/(?:services|workflows|triggers)/(?P<v>[A-Za-z0-9_/\-]{16,})",
+        ("hooks.slack.com",),
+        group="v",
+    ),
+    rule(
+        "slack_token",
+        r"(?<![\w-])(?:xox[abposer]-|xoxe\.xox[bp]-|xapp-)[A-Za-z0-9\-]{10,}" + _TOKEN_END,
+        ("xox", "xapp-"),
+    ),
+    rule(
+        "discord_webhook",
+        r"https://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/"
+        r"(?P<v>\d+/[A-Za-z0-9_\-]{20,})",
+        ("discord",),
+        group="v",
+    ),
+    rule("twilio", r"(?<![A-Za-z0-9])SK[0-9a-fA-F]{32}(?![A-Za-z0-9])", ("SK",)),
+    rule(
+        "sendgrid_key",
+        r"(?<![\w.-])SG\.[A-Za-z0-9_\-]{16,32}\.[A-Za-z0-9_\-]{16,64}" + _TOKEN_END,
+        ("SG.",),
+    ),
+    rule("npm_token", r"(?<![\w-])npm_[A-Za-z0-9]{36}" + _TOKEN_END, ("npm_",)),
+    rule("pypi_token", r"(?<![\w-])pypi-AgE[A-Za-z0-9_\-]{50,}", ("pypi-AgE",)),
+    rule("huggingface_token", r"(?<![\w-])hf_[A-Za-z0-9]{30,}" + _TOKEN_END, ("hf_",)),
+    # Bot id, colon, secret; also inside API URLs (https://api.telegram.org/bot<token>/).
+    rule(
+        "telegram_bot_token",
+        r"(?:(?<![\w:])|(?<=/bot))\d{8,10}:AA[A-Za-z0-9_\-]{30,40}" + _TOKEN_END,
+        (":AA",),
+    ),
+    # Without the usual "AA": exactly 35 characters, and only where a bot is mentioned.
+    rule(
+        "telegram_bot_token",
+        r"(?:(?<![\w:])|(?<=/bot))\d{8,10}:[A-Za-z0-9_\-]{35}" + _TOKEN_END,
+        ("telegram", "/bot", "bot_token", "bot token", "bottoken"),
+        check=lambda t: vendor_ok(t) and alnum_classes(t) == 3,
+        flags=re.IGNORECASE,
+    ),
+    rule(
+        "jwt",
+        r"(?<![\w-])eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*",
+        ("eyJ",),
+    ),
+    # Discord bot token: base64 user id . timestamp . HMAC.
+    rule(
+        "discord_token",
+        r"(?<![\w.-])[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}"
+        r"(?![\w.-])",
+        (".",),
+        check=lambda t: vendor_ok(t) and alnum_classes(t) == 3,
+    ),
+)
+
+
+def _auth_kind(m: re.Match[str]) -> str:
+    scheme = m.group("scheme")
+    return "basic_auth" if scheme and scheme.lower() == "basic" else "bearer_token"
+
+
+def _curl_user_kind(m: re.Match[str]) -> str:
+    return "twilio" if re.fullmatch(r"AC[0-9a-f]{32}", m.group("user")) else "basic_auth"
+
+
+# Possessive, then not followed by "(" or a word char: `base64.decodebytes(x)` is code.
+_TOKEN68 = r"[A-Za-z0-9\-._~+/]++=*+(?![\w(])"
+
+HEADER_RULES: tuple[Rule, ...] = (
+    # Authorization / Proxy-Authorization headers: http dumps, curl -H, code dicts.
+    rule(
+        "bearer_token",
+        r"(?<![\w-])(?:proxy-)?authorization[\"'`]?\]?[ \t]*[:=][ \t]*[\"'`]?[ \t]*"
+        r"(?:(?P<scheme>bearer|token|basic|apikey|api-key|key|sso-key)[ \t]+)?"
+        r"(?P<v>" + _TOKEN68 + ")",
+        ("authorization",),
+        group="v",
+        check=lambda v: len(v) >= 8 and not (is_placeholder(v) or is_wordy(v) or is_code_ref(v)),
+        kind_of=_auth_kind,
+        flags=re.IGNORECASE,
+    ),
+    rule(
+        "bearer_token",
+        r"(?<![\w-])[Bb]earer[ \t]+(?P<v>" + _TOKEN68 + ")",
+        ("earer",),
+        group="v",
+        check=token_ok,
+    ),
+    rule(
+        "basic_auth",
+        r"(?<![\w-])[Bb]asic[ \t]+(?P<v>[A-Za-z0-9+/]{6,}={0,2})(?![\w+/=-])",
+        ("asic",),
+        group="v",
+        check=userpass_b64,
+    ),
+    # scheme://user:password@host; the password runs to the last '@' before the host.
+    rule(
+        "url_password",
+        r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,30}://"
+        r"(?P<user>[^\s:@/?#\[\]\"'<>]{0,256}):(?P<v>[^\s/?#\"'<>]{1,256})@(?=[^\s@/?#\"'<>])",
+        ("://",),
+        group="v",
+        check=password_ok,
+    ),
+    # ~/.netrc: "machine host login user password secret" (or "default login ...").
+    rule(
+        "password",
+        r"(?<![\w-])(?:machine[ \t]+\S+|default)(?:[ \t]+(?:login|account|port)[ \t]+\S+)*"
+        r"[ \t]+(?:password|passwd)[ \t]+(?P<v>[^\s\"'`]+)",
+        ("machine", "default"),
+        group="v",
+        check=lambda v: password_ok(v) and not is_wordy(v),
+    ),
+    rule(
+        "basic_auth",
+        r"(?<![\w-])(?:-u|--user)[ \t]+[\"']?(?P<user>[^\s:\"']+):(?P<v>[^\s\"']+)",
+        ("-u", "--user"),
+        group="v",
+        check=password_ok,
+        kind_of=_curl_user_kind,
+    ),
+)
+
+
+def _scoped(
+    text: str,
+    counts: Counter[str],
+    hint: re.Pattern[str],
+    inner: re.Pattern[str],
+    kind: str,
+    check: Callable[[str], bool],
+) -> str:
+    edits: list[Edit] = []
+    for start, end in line_spans(text, hint):
+        for m in inner.finditer(text, start, end):
+            value = m.group("v")
+            if check(value):
+                edits.append((*m.span("v"), marker(kind)))
+                counts[kind] += 1
+    return splice(text, edits)
+
+
+# AWS secret access key: 40 base64-ish chars on a line that names it or holds the key id.
+_AWS_HINT = re.compile(
+    r"(?i)aws.{0,3}secret|secret.{0,3}access.{0,3}key|\[REDACTED:aws_access_key_id\]"
+)
+
+_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")
+
+# Twilio auth token: 32 hex on a line that holds an account SID.
+_TWILIO_HINT = re.compile(r"(?<![A-Za-z0-9])AC[0-9a-f]{32}(?![A-Za-z0-9])")
+
+_TWILIO_TOKEN = re.compile(r"(?<![A-Za-z0-9])(?P<v>[0-9a-f]{32})(?![A-Za-z0-9])")
+
+
+def _aws_secret_ok(v: str) -> bool:
+    return (
+        alnum_classes(v) == 3
+        and entropy(v) >= 3.5
+        and "example" not in v.lower()
+        and not is_masked(v)
+    )
+
+
+def redact_scoped(text: str, counts: Counter[str], low: str) -> str:
+    if "secret" in low or "aws_access_key_id]" in text:
+        text = _scoped(text, counts, _AWS_HINT, _AWS_SECRET, "aws_secret_key", _aws_secret_ok)
+    if "AC" in text:
+        text = _scoped(text, counts, _TWILIO_HINT, _TWILIO_TOKEN, "twilio", vendor_ok)
+    return text
