@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 MARK = "[REDACTED:"
 
@@ -77,3 +78,16 @@ def hint_lines(text: str, words: tuple[str, ...], low: str | None = None) -> lis
         end = text.find("\n", start)
         spans.append((start, len(text) if end < 0 else end))
     return spans
+
+
+def keep_first(text: str, edits: list[Edit], counts: Counter[str]) -> str:
+    """Splice ``edits`` in, dropping any that overlaps an earlier one (two rules can name the
+    same value), and count the kinds kept."""
+    if not edits:
+        return text
+    kept: list[Edit] = []
+    for edit in sorted(edits):
+        if not kept or edit[0] >= kept[-1][1]:
+            kept.append(edit)
+            counts[edit[2][len(MARK) : -1]] += 1
+    return splice(text, kept)

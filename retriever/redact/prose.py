@@ -1,4 +1,16 @@
-"""Credentials written as sentences, English and French."""
+"""Credentials written as sentences and labels, English and French.
+
+A *label* names the secret ("the Wi-Fi password", "mot de passe", "restic repo key", "API
+token"); a few qualifying words may follow ("for the guest network", "du NAS", "(router)"),
+then a *separator* (``:``, ``=``, ``::``, ``→``, a table's ``|``, "is", "was changed to",
+"est", "c'est"...) and the value. Without a separator only a value that could not be prose
+is taken ("Wi-Fi HomeNet password violet-rocket-maple-42").
+
+Each label has a tier that says what its value must look like (:mod:`prose_values`):
+``password`` (passphrases, human passwords, random characters), ``key`` (base64 or hex key
+material) and ``token`` (long random strings). Login pairs ("login: admin / secret", "user
+admin pass secret") are read by their own pattern.
+"""
 
 from __future__ import annotations
 
@@ -7,168 +19,204 @@ from collections import Counter
 from collections.abc import Callable
 
 from retriever.redact.assign import VETO_LAST
-from retriever.redact.core import MARK, Edit, hint_lines, marker, splice
-from retriever.redact.values import (
-    B64,
-    DIGIT,
-    DIGITS,
-    HEXLIKE,
-    UUID,
-    alnum_classes,
-    entropy,
-    high_entropy,
-    is_code_ref,
-    is_path,
-    is_placeholder,
-    is_wordy,
-    looks_random,
+from retriever.redact.core import MARK, Edit, hint_lines, keep_first, marker
+from retriever.redact.prose_values import key_material_ok, password_ok, token_ok
+from retriever.redact.values import HEXLIKE
+
+_S = r"[ \t]+"  # a space between the words of a label
+_PW_LABEL = (
+    r"pass(?:word|phrase|code|wd)s?|pwd|pw|pass(?=[ \t]*[:=])"
+    r"|mots?" + _S + r"de" + _S + r"passe|mdp|phrase" + _S + r"(?:secr[eè]te|de" + _S + "passe)"
+    r"|code" + _S + r"(?:wi-?fi|d['’]acc[eè]s)|(?:wi-?fi|access)" + _S + "code"
+    r"|(?:wi-?fi|wlan|wpa2?|network|r[eé]seau)" + _S + "key"
+    r"|cl[eé]f?" + _S + r"(?:du" + _S + r")?(?:wi-?fi|wpa2?|r[eé]seau)"
+    r"|wi-?fi(?=[ \t]*(?:::|:[ \t]))"
 )
-
-# "password" and its French and qualified forms; "wifi password" is the same word.
-_PW_PHRASE = r"(?:pass(?:word|phrase|code)s?|mots?[ \t]+de[ \t]+passe|mdp)"
-
-# Material named by what it encrypts, English and French (accents optional).
-_KEY_PHRASE = (
-    r"(?:(?:encryption|decryption|master|backup|(?:restic[ \t]+)?repo(?:sitory)?|restic)"
-    r"[ \t]+key|cl[eé][ \t]+(?:de[ \t]+)?(?:chiffrement|d[eé]chiffrement))"
+_KEY_LABEL = (
+    r"(?:encryption|decryption|master|backup|recovery|unlock|luks|age|vault|signing|secret"
+    r"|private|(?:restic" + _S + r")?repo(?:sitory)?|restic|bitlocker)" + _S + "key"
+    r"|cl[eé]f?" + _S + r"(?:de" + _S + r"|d['’])?"
+    r"(?:chiffrement|d[eé]chiffrement|r[eé]cup[eé]ration|ma[iî]tre|secr[eè]te|priv[eé]e"
+    r"|sauvegarde|d[eé]verrouillage)"
 )
-
-# Up to five qualifying words ("for the guest network", "du wifi") before the separator.
-_QUALIFIER = r"(?P<qual>(?:[ \t]+[^\s:=.;!?,()`\"'*]{1,24}){0,5}?)"
-
-# Every qualifier length is tried with a separator before settling for none.
-_PROSE_SEP = (
-    r"(?:" + _QUALIFIER + r"[ \t]*(?P<sep>:|=|->|→|\b(?:is|was|est|était|sera)\b)|(?P<none>))"
+_TOKEN_LABEL = (
+    r"api" + _S + r"(?:key|token|secret)|apikey"
+    r"|(?:access|auth|bot|bearer|webhook|admin|app|client|personal"
+    + _S
+    + "access|refresh|session)"
+    + _S
+    + r"(?:token|secret)"
+    r"|cl[eé]f?" + _S + r"(?:d['’])?api"
 )
-
-_PROSE_VALUE = r"[ \t]*[`\"'*“«(]*[ \t]*(?P<v>[^\s`\"'*”»<>]{1,200})"
-
-_PROSE_PW = re.compile(
-    r"(?<![\w-])" + _PW_PHRASE + r"(?![\w-])" + _PROSE_SEP + _PROSE_VALUE,
+# Bare words: only with a separator ("the token for the bot: X"), never "token X".
+_WEAK_LABEL = r"(?P<weak_key>key)|(?P<weak_token>token|secret|jeton)"
+_LABEL_RE = re.compile(
+    rf"(?<![\w-])(?:(?P<password>{_PW_LABEL})|(?P<key>{_KEY_LABEL})|(?P<token>{_TOKEN_LABEL})"
+    rf"|{_WEAK_LABEL})(?![\w-])",
     re.IGNORECASE,
 )
-
-_PROSE_KEY = re.compile(
-    r"(?<![\w-])" + _KEY_PHRASE + r"(?![\w-])" + _PROSE_SEP + _PROSE_VALUE,
-    re.IGNORECASE,
+# Lowercase substrings that every label holds one of: only those lines are searched.
+_LABEL_HINTS = (
+    "pass",
+    "mdp",
+    "pw:",
+    "pw ",
+    "pw=",
+    "pwd",
+    "wifi",
+    "wi-fi",
+    "wlan",
+    "wpa",
+    "network key",
+    "seau",
+    "d'acc",
+    "d’acc",
+    "access code",
+    " key",
+    "clé",
+    "cle ",
+    "clef",
+    "token",
+    "secret",
+    "jeton",
+    "apikey",
 )
 
-# "login: admin / secret", "user = root / secret", "identifiant : bob / secret".
+# Words that may sit between the label and its separator: "for the router", "du NAS",
+# "(guest)", "for https://nas.local", "'Guest'". Never a sentence end, never a separator.
+_QUAL_WORD = r"(?:\([^\s()]{1,30}\)|(?:[^\s:=|.!?;()\[\]]|[.!?;](?=\S)|:(?=//)){1,40})"
+_QUALIFIER = rf"(?P<qual>(?:[ \t]+{_QUAL_WORD}){{0,5}}?)"
+_VERB = (
+    r"(?:is|was|has"
+    + _S
+    + r"been|a"
+    + _S
+    + r"[ée]t[ée])"
+    + _S
+    + r"(?:set|changed|reset|updated|chang[ée]|mis)"
+    r"|is|was|are|were|est|[ée]tait|c['’]est|sera|reste|remains|became|devient"
+)
+_SEP = (
+    r"(?:[ \t]*(?P<sep>::|:=|=>|->|→|:(?![/\\])|[=|–—])|[ \t]+-(?=[ \t])(?P<dash>)"
+    rf"|[ \t]+(?P<verb>(?:{_VERB})(?:{_S}(?:now|still|maintenant|toujours|d[ée]sormais))?"
+    r"(?:" + _S + r"(?:to|en|à|pour|:))?)(?![\w-]))"
+)
+_AFTER_SEP = re.compile(_QUALIFIER + _SEP + r"[ \t]*:?[ \t]*", re.IGNORECASE)
+_OPENERS = "`\"'*“«‘([_"
+_VALUE = re.compile(r"[^\s`\"'*”»’<>|]{1,200}")
+_VALUE_TRIM = ".,;:)]}\"'`*”»’"
+# Up to three words after a label with no separator: "mdp wifi X", "password X".
+_NEXT_WORD = re.compile(r"[ \t]+([^\s]{1,200})")
+
+# "login: admin / secret", "user admin pass secret", "identifiants : bob / secret".
+_LOGIN_LABEL = (
+    r"login|logins|user(?:name)?|identifiants?|utilisateur|creds|credentials|account|compte"
+    r"|ssid|wi-?fi"
+)
+_PAIR_PW = r"pass(?:word)?|pwd|pw|mdp|mots?" + _S + r"de" + _S + "passe"
 _LOGIN_PAIR = re.compile(
-    r"(?<![\w-])(?:login|user(?:name)?|identifiant|utilisateur)[ \t]*[:=][ \t]*[`\"'*]*"
-    r"[^\s/`\"'*]{1,64}[`\"'*]*[ \t]*/[ \t]*[`\"'*]*(?P<v>[^\s`\"'*<>]{1,200})",
+    rf"(?<![\w-])(?:{_LOGIN_LABEL})(?![\w-])[ \t]*[:=]?[ \t]*[`\"'*]*"
+    r"(?P<user>[\w@.+-]{0,63}\w)[`\"'*]*"
+    rf"(?:[ \t]*/(?!/)[ \t]*(?:(?:{_PAIR_PW})[ \t]*[:=]?[ \t]*)?"
+    rf"|[ \t]*[,;]?[ \t]+(?:{_PAIR_PW})(?:[ \t]*[:=][ \t]*|[ \t]+))"
+    r"[`\"'*]*(?P<v>[^\s`\"'*<>|]{1,200})",
     re.IGNORECASE,
 )
-
-# Lowercase prefilters: a rule's regex only runs on the lines holding one of these. They
-# assume single spaces ("encryption key"), as people write; the regexes allow more.
-_PW_HINTS = ("password", "passphrase", "passcode", "passe", "mdp")
-
-# Every English phrase ends in " key": one scan for it spares the others in most notes.
-_KEY_HINTS_EN = (
-    "encryption key",
-    "decryption key",
-    "master key",
-    "backup key",
-    "repo key",
-    "repository key",
-    "restic key",
+_LOGIN_HINTS = (
+    "login",
+    "user",
+    "identifiant",
+    "utilisateur",
+    "creds",
+    "credential",
+    "account",
+    "compte",
+    "ssid",
+    "wifi",
+    "wi-fi",
 )
+_PAIR_HINTS = ("/", "pass", "pw", "mdp")
 
-_KEY_HINTS_FR = ("chiffrement",)
-
-_LOGIN_HINTS = ("login", "user", "identifiant", "utilisateur")
-
-_VALUE_TRIM = ".,;:!?)]}\"'`*”»"
-
-EMAIL = re.compile(r"[\w.+\-]+@[\w\-]+\.[\w.\-]+")
-
-_PHRASE_PARTS = re.compile(r"[-_.+]")
-
-# A word, one number, maybe more words: Win32_UserAccount, SHA256, x509Certificate.
-NAME_WITH_NUMBER = re.compile(r"[A-Za-z]*[A-Za-z]\d+(?:[_-]?[A-Za-z]+)*")
+_Check = Callable[[str, bool], bool]
+_CHECKS: dict[str, tuple[str, _Check]] = {
+    "password": ("password", password_ok),
+    "key": ("secret", key_material_ok),
+    "token": ("secret", token_ok),
+    # "key: <sha256>" is a hash far more often than a key: base64 only.
+    "weak_key": ("secret", lambda v, _: not HEXLIKE.fullmatch(v) and key_material_ok(v, True)),
+    "weak_token": ("secret", lambda v, _: token_ok(v, False)),
+}
 
 
-def is_passphrase(v: str, min_parts: int = 2) -> bool:
-    """Words joined by dashes (or dots, underscores) with a number: correct-horse-battery-42."""
-    parts = _PHRASE_PARTS.split(v)
-    if len(parts) < min_parts or not all(p.isascii() and p.isalnum() for p in parts):
-        return False
-    wordy = sum(len(p) >= 2 and any(c.isalpha() for c in p) for p in parts)
-    return wordy >= 2 and any(c.isdigit() for c in v)
+def _take_value(text: str, pos: int, end: int) -> tuple[int, str] | None:
+    """The value starting at ``pos`` (past opening quotes and emphasis), trimmed."""
+    while pos < end and (text[pos] in _OPENERS or text[pos] in " \t"):
+        pos += 1
+    m = _VALUE.match(text, pos, end)
+    if m is None or text.startswith(MARK, pos):
+        return None
+    value = m.group().rstrip(_VALUE_TRIM)
+    if value.endswith(("!", "?")) and not value.rstrip("!?"):
+        return None
+    return pos, value
 
 
-def prose_secret_ok(v: str, strict: bool) -> bool:
-    """A value written in a sentence: a passphrase or random characters, not a word."""
-    if len(v) < 6 or is_placeholder(v) or "://" in v or EMAIL.fullmatch(v):
-        return False
-    if is_path(v) or is_code_ref(v) or UUID.fullmatch(v):
-        return False
-    if is_passphrase(v, 3 if strict else 2):
-        return True
-    if not DIGIT.search(v) or (NAME_WITH_NUMBER.fullmatch(v) and is_wordy(DIGITS.sub("", v))):
-        return False  # Win32_UserAccount, SHA256, plain words: names, not secrets
-    if strict:
-        return len(v) >= 10 and alnum_classes(v) == 3 and entropy(v) >= 3.0
-    return looks_random(v) or (len(v) >= 6 and not v.isalnum() and alnum_classes(v) >= 2)
+def _labelled_edit(text: str, label: re.Match[str], end: int) -> Edit | None:
+    tier = label.lastgroup or "password"
+    kind, ok = _CHECKS[tier]
+    after = _AFTER_SEP.match(text, label.end(), end)
+    if after is not None:
+        if any(w.strip("()'\"`*").lower() in VETO_LAST for w in after.group("qual").split()):
+            return None  # "password hash: …", "key fingerprint is …"
+        found = _take_value(text, after.end(), end)
+        if found is None or not ok(found[1], False):
+            return None
+        return found[0], found[0] + len(found[1]), marker(kind)
+    if tier.startswith("weak"):
+        return None
+    return _unseparated_edit(text, label, end, kind, ok)
 
 
-def key_material_ok(v: str, strict: bool) -> bool:
-    """Base64 (or hex, when a separator says "this is it") key material."""
-    if len(v) < 16 or is_placeholder(v) or not B64.fullmatch(v) or UUID.fullmatch(v):
-        return False
-    if HEXLIKE.fullmatch(v):
-        return not strict and len(v) >= 32
-    # Base64 of 32 random bytes lacks a digit about once in a thousand: do not insist on one.
-    return high_entropy(v) or (alnum_classes(v) >= 2 and entropy(v) >= 3.5 and not is_wordy(v))
+def _unseparated_edit(
+    text: str, label: re.Match[str], end: int, kind: str, ok: _Check
+) -> Edit | None:
+    """ "Wi-Fi HomeNet password X", "mdp wifi X": one of the next three words, if strict."""
+    pos = label.end()
+    for _ in range(3):
+        m = _NEXT_WORD.match(text, pos, end)
+        if m is None:
+            return None
+        word = m.group(1)
+        found = _take_value(text, m.start(1), end)
+        if found is not None and ok(found[1], True):
+            return found[0], found[0] + len(found[1]), marker(kind)
+        if not word.isalpha() or word.lower() in VETO_LAST:
+            return None  # only plain words ("wifi", "for", "du") stand between
+        pos = m.end()
+    return None
 
 
-def _qualifier_vetoed(m: re.Match[str]) -> bool:
-    """ "password hash is …", "key fingerprint: …": the value describes, it is not secret."""
-    return any(w.lower() in VETO_LAST for w in (m.group("qual") or "").split())
-
-
-def _prose_edits(
-    text: str,
-    spans: list[tuple[int, int]],
-    regex: re.Pattern[str],
-    ok: Callable[[str, bool], bool],
-    kind: str,
-) -> list[Edit]:
-    edits: list[Edit] = []
-    for start, end in spans:
-        for m in regex.finditer(text, start, end):
-            if "qual" in m.re.groupindex and _qualifier_vetoed(m):
-                continue
-            strict = "none" in m.re.groupindex and m.group("none") is not None
-            vs = m.start("v")
-            v = m.group("v").rstrip(_VALUE_TRIM)
-            if text.startswith(MARK, vs) or not v or not ok(v, strict):
-                continue
-            edits.append((vs, vs + len(v), marker(kind)))
-    return edits
+def _pair_edit(text: str, m: re.Match[str]) -> Edit | None:
+    vs = m.start("v")
+    v = m.group("v").rstrip(_VALUE_TRIM)
+    if text.startswith(MARK, vs) or not v or not password_ok(v, False):
+        return None
+    return vs, vs + len(v), marker("password")
 
 
 def redact_prose(text: str, counts: Counter[str], low: str) -> str:
     """Credentials written as sentences: "the wifi password is …", "login: admin / …"."""
     edits: list[Edit] = []
-    if any(h in low for h in _PW_HINTS):
-        spans = hint_lines(text, _PW_HINTS, low)
-        edits += _prose_edits(text, spans, _PROSE_PW, prose_secret_ok, "password")
-    if "/" in text and any(h in low for h in _LOGIN_HINTS):  # the pair's "/" first: cheap
-        spans = [
-            (a, b) for a, b in hint_lines(text, _LOGIN_HINTS, low) if text.find("/", a, b) >= 0
-        ]
-        edits += _prose_edits(text, spans, _LOGIN_PAIR, prose_secret_ok, "password")
-    hints = _KEY_HINTS_FR if " key" not in low else _KEY_HINTS_EN + _KEY_HINTS_FR
-    if any(h in low for h in hints):
-        spans = hint_lines(text, hints, low)
-        edits += _prose_edits(text, spans, _PROSE_KEY, key_material_ok, "secret")
-    if not edits:
-        return text
-    kept: list[Edit] = []
-    for edit in sorted(edits):  # two rules can name the same value
-        if not kept or edit[0] >= kept[-1][1]:
-            kept.append(edit)
-            counts[edit[2][len(MARK) : -1]] += 1
-    return splice(text, kept)
+    for start, end in hint_lines(text, _LABEL_HINTS, low):
+        for label in _LABEL_RE.finditer(text, start, end):
+            edit = _labelled_edit(text, label, end)
+            if edit is not None:
+                edits.append(edit)
+    for start, end in hint_lines(text, _LOGIN_HINTS, low):
+        if not any(low.find(h, start, end) >= 0 for h in _PAIR_HINTS):
+            continue
+        for m in _LOGIN_PAIR.finditer(text, start, end):
+            edit = _pair_edit(text, m)
+            if edit is not None:
+                edits.append(edit)
+    return keep_first(text, edits, counts)
