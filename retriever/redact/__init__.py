@@ -37,7 +37,8 @@ import logging
 from collections import Counter
 
 from retriever.redact.assign import redact_assignments
-from retriever.redact.calls import redact_twilio_pairs
+from retriever.redact.calls import redact_calls
+from retriever.redact.core import Note
 from retriever.redact.kubernetes import redact_k8s_secrets
 from retriever.redact.pem import redact_pem
 from retriever.redact.prose import redact_prose
@@ -93,22 +94,22 @@ def redact(text: str) -> tuple[str, Counter[str]]:
     if not text:
         return text, counts
     text = redact_pem(text, counts)
-    low = text.lower()  # shared by every rule's case-insensitive pre-check
+    note = Note(text)  # the lowercase text and the trigger-word lines, shared by every rule
     for rule in (*VENDOR_RULES, *HEADER_RULES):
-        new = apply_rule(rule, text, counts, low)
-        if new is not text:
-            text, low = new, new.lower()
-    # The later stages share the lowered text too; it is refreshed only when one edits.
+        new = apply_rule(rule, note, counts)
+        if new is not note.text:
+            note = Note(new)
     for stage in (
         redact_k8s_secrets,
         redact_scoped,
-        redact_twilio_pairs,
+        redact_calls,
         redact_assignments,
         redact_prose,
     ):
-        new = stage(text, counts, low)
-        if new is not text:
-            text, low = new, new.lower()
+        new = stage(note, counts)
+        if new is not note.text:
+            note = Note(new)
+    text = note.text
     if counts:
         log.debug("redacted %d secret(s): %s", sum(counts.values()), sorted(counts))
     return text, counts

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
-from retriever.redact.core import MARK, Edit, hint_lines, marker, splice
+from retriever.redact.core import MARK, Edit, Note, marker, splice
 from retriever.redact.values import (
     CAMEL_WORD,
     DIGITS,
@@ -210,8 +210,8 @@ def _unquoted_is_literal(v: str, site: _Site) -> bool:
         return False
     if site.sep == ":" and not site.key.isupper() and _is_type_name(v):
         return False  # a type annotation: `password: SecretStr`, `key: Ed25519PrivateKey`
-    if _UNION_NEXT.match(site.text, site.end):  # `key: bytes | None`
-        return False
+    if _UNION_NEXT.match(site.text, site.end) and (is_wordy(v) or _is_type_name(v)):
+        return False  # `key: bytes | None`, but not a value in a table cell
     if v.isascii() and v.isalpha() and _AFTER_WORD.match(site.text, site.end):
         return False  # "token: the smallest unit of text" is prose
     if site.sep == " " and "=" in v.rstrip("="):
@@ -249,6 +249,11 @@ def _judge(tier: str, kind: str, raw: str, v: str, site: _Site) -> str:
         return kind if len(v) >= 3 and not is_multiword(v) else ""
     if tier == "secret":
         return kind if looks_random(v) else ""
+    if ":" in v and "://" not in v:
+        # `BOT_AUTH=123456789:AAx…`, `PROXY_AUTH=id:secret`: judge the part after the colon.
+        head, _, v = v.rpartition(":")
+        if not head or not _TOKEN_CHARS.fullmatch(head):
+            return ""
     if not _TOKEN_CHARS.fullmatch(v):
         return ""
     if userpass_b64(v):
@@ -275,10 +280,11 @@ def _separator(m: re.Match[str]) -> str:
 KEY_HINT_WORDS = tuple(_KEY_HINT.pattern.removeprefix("(?i)").split("|"))
 
 
-def redact_assignments(text: str, counts: Counter[str], low: str) -> str:
+def redact_assignments(note: Note, counts: Counter[str]) -> str:
+    text = note.text
     edits: list[Edit] = []
     pos = 0
-    lines = hint_lines(text, KEY_HINT_WORDS, low)
+    lines = note.lines(KEY_HINT_WORDS)
     line = 0
     while line < len(lines):
         line_start, line_end = lines[line]

@@ -59,25 +59,55 @@ def line_spans(text: str, hint: re.Pattern[str]) -> list[tuple[int, int]]:
     return spans
 
 
-def hint_lines(text: str, words: tuple[str, ...], low: str | None = None) -> list[tuple[int, int]]:
-    """(start, end) of each line holding one of ``words`` (lowercase): only there can a rule
-    match. Found with str.find on the lowered text (C speed; a case-insensitive regex is not)."""
-    low = text.lower() if low is None else low
-    starts: set[int] = set()
-    for word in words:
-        i = low.find(word)
-        while i >= 0:
-            start = low.rfind("\n", 0, i) + 1
-            starts.add(start)
-            end = low.find("\n", i)
-            if end < 0:
-                break
-            i = low.find(word, end)  # the rest of this line is covered already
-    spans = []
-    for start in sorted(starts):
-        end = text.find("\n", start)
-        spans.append((start, len(text) if end < 0 else end))
-    return spans
+class Note:
+    """A version of the text being redacted, its lowercase twin (same offsets, so a match in
+    one is a span of the other) and which lines hold which trigger word.
+
+    Every stage asks for the lines holding its words; each word is searched once per version
+    of the text (str.find on the lowercase text: C speed, where a case-insensitive regex is
+    not), and stages that share a word share the search.
+    """
+
+    __slots__ = ("_starts", "low", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        low = text.lower()
+        if len(low) != len(text):  # "İ" lowercases to two characters: keep offsets aligned
+            low = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
+        self.low = low
+        self._starts: dict[str, list[int]] = {}
+
+    def _line_starts(self, word: str) -> list[int]:
+        starts = self._starts.get(word)
+        if starts is None:
+            starts = []
+            low = self.low
+            i = low.find(word)
+            while i >= 0:
+                starts.append(low.rfind("\n", 0, i) + 1)
+                end = low.find("\n", i)
+                if end < 0:
+                    break
+                i = low.find(word, end)  # the rest of this line is covered already
+            self._starts[word] = starts
+        return starts
+
+    def has(self, word: str) -> bool:
+        """``word`` (lowercase) occurs in the text."""
+        return bool(self._line_starts(word))
+
+    def lines(self, words: tuple[str, ...]) -> list[tuple[int, int]]:
+        """(start, end) of each line holding one of ``words`` (lowercase), in order: only
+        there can a rule match."""
+        starts: set[int] = set()
+        for word in words:
+            starts.update(self._line_starts(word))
+        spans = []
+        for start in sorted(starts):
+            end = self.text.find("\n", start)
+            spans.append((start, len(self.text) if end < 0 else end))
+        return spans
 
 
 def keep_first(text: str, edits: list[Edit], counts: Counter[str]) -> str:

@@ -7,7 +7,7 @@ import binascii
 import re
 from collections import Counter
 
-from retriever.redact.core import MARK, Edit, marker, splice
+from retriever.redact.core import MARK, Edit, Note, marker, splice
 from retriever.redact.values import B64, MASK_CHARS, is_masked, is_placeholder
 
 # A `kind: Secret` line; its document's top-level `data:` / `stringData:` holds the values.
@@ -72,6 +72,8 @@ def _k8s_value_ok(v: str, plain: bool) -> bool:
         decoded = raw.decode("utf-8")
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return True  # binary key material
+    if decoded.startswith(("{", "[")) and len(decoded) > 8:
+        return True  # a config file (.dockerconfigjson), not a template placeholder
     # A mask test on short real values ("app" has two letters) would keep too much.
     masked_only = is_masked(decoded) and not set(decoded) <= MASK_CHARS
     return not (decoded.isprintable() and is_placeholder(decoded) and not masked_only)
@@ -111,7 +113,8 @@ def _k8s_block_edits(
     return edits
 
 
-def redact_k8s_secrets(text: str, counts: Counter[str], low: str) -> str:
+def redact_k8s_secrets(note: Note, counts: Counter[str]) -> str:
+    text = note.text
     """Values under `data:` (base64) and `stringData:` (plain) of a `kind: Secret` document."""
     if "Secret" not in text or "ata" not in text or not _K8S_ANY.search(text):
         return text

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from retriever.redact.assign import VETO_LAST
-from retriever.redact.core import MARK, Edit, hint_lines, keep_first, marker
+from retriever.redact.core import MARK, Edit, Note, keep_first, marker
 from retriever.redact.prose_values import key_material_ok, password_ok, token_ok
 from retriever.redact.values import HEXLIKE
 
@@ -50,37 +50,30 @@ _TOKEN_LABEL = (
 )
 # Bare words: only with a separator ("the token for the bot: X"), never "token X".
 _WEAK_LABEL = r"(?P<weak_key>key)|(?P<weak_token>token|secret|jeton)"
+# Matched in the lowercase twin of the text (much faster than a case-insensitive regex).
 _LABEL_RE = re.compile(
     rf"(?<![\w-])(?:(?P<password>{_PW_LABEL})|(?P<key>{_KEY_LABEL})|(?P<token>{_TOKEN_LABEL})"
-    rf"|{_WEAK_LABEL})(?![\w-])",
-    re.IGNORECASE,
+    rf"|{_WEAK_LABEL})(?![\w-])"
 )
-# Lowercase substrings that every label holds one of: only those lines are searched.
+# Lowercase substrings that every label holds one of: only those lines are searched. Lines
+# with "key" (registry keys, dictionaries) are kept only with " key" or "apikey" in them.
 _LABEL_HINTS = (
     "pass",
     "mdp",
-    "pw:",
-    "pw ",
-    "pw=",
-    "pwd",
+    "pw",
     "wifi",
     "wi-fi",
-    "wlan",
-    "wpa",
-    "network key",
-    "seau",
-    "d'acc",
-    "d’acc",
+    "code d",
     "access code",
-    " key",
     "clé",
-    "cle ",
     "clef",
+    "cle d",
     "token",
     "secret",
     "jeton",
-    "apikey",
 )
+_KEY_HINT = "key"
+_KEY_LABEL_HINTS = (" key", "apikey")
 
 # Words that may sit between the label and its separator: "for the router", "du NAS",
 # "(guest)", "for https://nas.local", "'Guest'". Never a sentence end, never a separator.
@@ -109,6 +102,7 @@ _VALUE_TRIM = ".,;:)]}\"'`*”»’"
 _NEXT_WORD = re.compile(r"[ \t]+([^\s]{1,200})")
 
 # "login: admin / secret", "user admin pass secret", "identifiants : bob / secret".
+# Matched in the lowercase twin too: the value is then read from the text.
 _LOGIN_LABEL = (
     r"login|logins|user(?:name)?|identifiants?|utilisateur|creds|credentials|account|compte"
     r"|ssid|wi-?fi"
@@ -119,16 +113,14 @@ _LOGIN_PAIR = re.compile(
     r"(?P<user>[\w@.+-]{0,63}\w)[`\"'*]*"
     rf"(?:[ \t]*/(?!/)[ \t]*(?:(?:{_PAIR_PW})[ \t]*[:=]?[ \t]*)?"
     rf"|[ \t]*[,;]?[ \t]+(?:{_PAIR_PW})(?:[ \t]*[:=][ \t]*|[ \t]+))"
-    r"[`\"'*]*(?P<v>[^\s`\"'*<>|]{1,200})",
-    re.IGNORECASE,
+    r"[`\"'*]*(?P<v>[^\s`\"'*<>|]{1,200})"
 )
 _LOGIN_HINTS = (
     "login",
     "user",
     "identifiant",
     "utilisateur",
-    "creds",
-    "credential",
+    "cred",
     "account",
     "compte",
     "ssid",
@@ -198,24 +190,36 @@ def _unseparated_edit(
 
 def _pair_edit(text: str, m: re.Match[str]) -> Edit | None:
     vs = m.start("v")
-    v = m.group("v").rstrip(_VALUE_TRIM)
+    v = text[vs : m.end("v")].rstrip(_VALUE_TRIM)
     if text.startswith(MARK, vs) or not v or not password_ok(v, False):
         return None
     return vs, vs + len(v), marker("password")
 
 
-def redact_prose(text: str, counts: Counter[str], low: str) -> str:
+def _label_lines(note: Note) -> list[tuple[int, int]]:
+    low = note.low
+    spans = note.lines(_LABEL_HINTS)
+    keys = [
+        (a, b)
+        for a, b in note.lines((_KEY_HINT,))
+        if any(low.find(h, a, b) >= 0 for h in _KEY_LABEL_HINTS)
+    ]
+    return sorted(set(spans) | set(keys)) if keys else spans
+
+
+def redact_prose(note: Note, counts: Counter[str]) -> str:
     """Credentials written as sentences: "the wifi password is …", "login: admin / …"."""
+    text, low = note.text, note.low
     edits: list[Edit] = []
-    for start, end in hint_lines(text, _LABEL_HINTS, low):
-        for label in _LABEL_RE.finditer(text, start, end):
+    for start, end in _label_lines(note):
+        for label in _LABEL_RE.finditer(low, start, end):
             edit = _labelled_edit(text, label, end)
             if edit is not None:
                 edits.append(edit)
-    for start, end in hint_lines(text, _LOGIN_HINTS, low):
+    for start, end in note.lines(_LOGIN_HINTS):
         if not any(low.find(h, start, end) >= 0 for h in _PAIR_HINTS):
             continue
-        for m in _LOGIN_PAIR.finditer(text, start, end):
+        for m in _LOGIN_PAIR.finditer(low, start, end):
             edit = _pair_edit(text, m)
             if edit is not None:
                 edits.append(edit)

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from retriever.redact.core import Edit, hint_lines, line_spans, marker, splice
+from retriever.redact.core import Edit, Note, line_spans, marker, splice
 from retriever.redact.values import (
     alnum_classes,
     entropy,
@@ -66,17 +66,17 @@ def rule(
     )
 
 
-def _has_hint(text: str, hints: tuple[str, ...], ci: bool, low: str | None = None) -> bool:
-    if not hints:
+def _has_hint(note: Note, rule: Rule) -> bool:
+    if not rule.hints:
         return True  # a rule whose regex starts with a literal scans as fast as a hint test
-    if ci:
-        low = text.lower() if low is None else low
-        return any(h in low for h in hints)
-    return any(h in text for h in hints)
+    if rule.hints_ci:
+        return any(note.has(h) for h in rule.hints)
+    return any(h in note.text for h in rule.hints)
 
 
-def apply_rule(rule: Rule, text: str, counts: Counter[str], low: str | None = None) -> str:
-    if not _has_hint(text, rule.hints, rule.hints_ci, low):
+def apply_rule(rule: Rule, note: Note, counts: Counter[str]) -> str:
+    text = note.text
+    if not _has_hint(note, rule):
         return text
     if rule.prefilter is not None and rule.prefilter.search(text) is None:
         return text
@@ -208,9 +208,10 @@ VENDOR_RULES: tuple[Rule, ...] = (
     rule(
         "telegram_bot_token",
         r"(?:(?<![\w:])|(?<=/bot))\d{8,10}:[A-Za-z0-9_\-]{35}" + _TOKEN_END,
-        ("telegram", "/bot", "bot_token", "bot token", "bottoken"),
+        ("telegram", "bot", "tg_"),
         check=lambda t: vendor_ok(t) and alnum_classes(t) == 3,
         flags=re.IGNORECASE,
+        prefilter=r":[A-Za-z0-9_\-]{35}(?![\w-])",  # starts with a literal: a fast scan
     ),
     rule(
         "jwt",
@@ -288,6 +289,7 @@ HEADER_RULES: tuple[Rule, ...] = (
         ("machine", "default"),
         group="v",
         check=lambda v: password_ok(v) and not is_wordy(v),
+        prefilter=r"passw(?:ord|d)[ \t]",  # "default" is everywhere in documentation
     ),
     rule(
         "basic_auth",
@@ -341,9 +343,10 @@ def _aws_secret_ok(v: str) -> bool:
     )
 
 
-def _aws_secrets(text: str, counts: Counter[str], low: str) -> str:
+def _aws_secrets(note: Note, counts: Counter[str]) -> str:
+    text = note.text
     edits: list[Edit] = []
-    for start, end in hint_lines(text, ("secret", "aws_access_key_id]"), low):
+    for start, end in note.lines(("secret", "aws_access_key_id]")):
         if _AWS_HINT.search(text, start, end) is None:
             continue
         for m in _AWS_SECRET.finditer(text, start, end):
@@ -353,9 +356,10 @@ def _aws_secrets(text: str, counts: Counter[str], low: str) -> str:
     return splice(text, edits)
 
 
-def redact_scoped(text: str, counts: Counter[str], low: str) -> str:
-    if "secret" in low or "aws_access_key_id]" in text:
-        text = _aws_secrets(text, counts, low)
+def redact_scoped(note: Note, counts: Counter[str]) -> str:
+    text = note.text
+    if note.has("secret") or note.has("aws_access_key_id]"):
+        text = _aws_secrets(note, counts)
     if "AC" in text:
         text = _scoped(text, counts, _TWILIO_HINT, _TWILIO_TOKEN, "twilio", vendor_ok)
     return text
