@@ -42,6 +42,7 @@ from retriever.redact.core import Note
 from retriever.redact.kubernetes import redact_k8s_secrets
 from retriever.redact.pem import redact_pem
 from retriever.redact.prose import redact_prose
+from retriever.redact.tables import redact_tables
 from retriever.redact.vendors import HEADER_RULES, VENDOR_RULES, apply_rule, redact_scoped
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,7 @@ def redact(text: str) -> tuple[str, Counter[str]]:
         redact_calls,
         redact_assignments,
         redact_prose,
+        redact_tables,
     ):
         new = stage(note, counts)
         if new is not note.text:

@@ -51,7 +51,7 @@ _TOKEN_LABEL = (
 # Bare words: only with a separator ("the token for the bot: X"), never "token X".
 _WEAK_LABEL = r"(?P<weak_key>key)|(?P<weak_token>token|secret|jeton)"
 # Matched in the lowercase twin of the text (much faster than a case-insensitive regex).
-_LABEL_RE = re.compile(
+LABEL_RE = re.compile(
     rf"(?<![\w-])(?:(?P<password>{_PW_LABEL})|(?P<key>{_KEY_LABEL})|(?P<token>{_TOKEN_LABEL})"
     rf"|{_WEAK_LABEL})(?![\w-])"
 )
@@ -130,7 +130,7 @@ _LOGIN_HINTS = (
 _PAIR_HINTS = ("/", "pass", "pw", "mdp")
 
 _Check = Callable[[str, bool], bool]
-_CHECKS: dict[str, tuple[str, _Check]] = {
+CHECKS: dict[str, tuple[str, _Check]] = {
     "password": ("password", password_ok),
     "key": ("secret", key_material_ok),
     "token": ("secret", token_ok),
@@ -155,7 +155,7 @@ def _take_value(text: str, pos: int, end: int) -> tuple[int, str] | None:
 
 def _labelled_edit(text: str, label: re.Match[str], end: int) -> Edit | None:
     tier = label.lastgroup or "password"
-    kind, ok = _CHECKS[tier]
+    kind, ok = CHECKS[tier]
     after = _AFTER_SEP.match(text, label.end(), end)
     if after is not None:
         if any(w.strip("()'\"`*").lower() in VETO_LAST for w in after.group("qual").split()):
@@ -196,7 +196,7 @@ def _pair_edit(text: str, m: re.Match[str]) -> Edit | None:
     return vs, vs + len(v), marker("password")
 
 
-def _label_lines(note: Note) -> list[tuple[int, int]]:
+def label_lines(note: Note) -> list[tuple[int, int]]:
     low = note.low
     spans = note.lines(_LABEL_HINTS)
     keys = [
@@ -211,8 +211,8 @@ def redact_prose(note: Note, counts: Counter[str]) -> str:
     """Credentials written as sentences: "the wifi password is …", "login: admin / …"."""
     text, low = note.text, note.low
     edits: list[Edit] = []
-    for start, end in _label_lines(note):
-        for label in _LABEL_RE.finditer(low, start, end):
+    for start, end in label_lines(note):
+        for label in LABEL_RE.finditer(low, start, end):
             edit = _labelled_edit(text, label, end)
             if edit is not None:
                 edits.append(edit)

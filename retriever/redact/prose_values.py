@@ -19,6 +19,7 @@ from retriever.redact.values import (
     DIGITS,
     HEXLIKE,
     UUID,
+    VOWEL,
     alnum_classes,
     entropy,
     high_entropy,
@@ -34,6 +35,8 @@ _PHRASE_PARTS = re.compile(r"[-_.+]")
 _PHRASE_PART = re.compile(r"(?:[A-Z]?[a-z]{1,15}|[A-Z]{1,15})\d{0,6}|\d{1,6}")
 # A word, one number, maybe more words: Win32_UserAccount, SHA256, x509Certificate.
 NAME_WITH_NUMBER = re.compile(r"[A-Za-z]*[A-Za-z]\d+(?:[_-]?[A-Za-z]+)*")
+# The words of a name: Title, lower or UPPER runs (digits and separators split them).
+_NAME_PIECE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 # Numbers, versions, dates, sizes, hex literals: 802.11ac, 2024-01-31, 0x8007000E, 12px.
 _NUMBERISH = re.compile(r"(?:0[xX][0-9A-Fa-f]+|\d[\d.,:/x_-]*)[A-Za-z]{0,3}")
 # A word and a number, as people pick passwords: Summer2024, hunter22, admin123.
@@ -90,6 +93,18 @@ def _not_a_value(v: str) -> bool:
     )
 
 
+def _is_name(v: str) -> bool:
+    """A name made of a few words and maybe a short number: Win32_UserAccount, HomeNet-5G,
+    SHA256_HASH_OF_CONTENT. Random strings switch case every few characters, so they split
+    into many pieces, some without a vowel."""
+    if sum(c.isdigit() for c in v) > 4:
+        return False
+    pieces = _NAME_PIECE.findall(v)
+    if not pieces or len(pieces) > 6:
+        return False
+    return all((p.isupper() and len(p) <= 5) or (len(p) <= 15 and VOWEL.search(p)) for p in pieces)
+
+
 def _human_password(v: str) -> bool:
     """Summer2024!, hunter22, Tr0ub4dor&3, RiverBatteryOrange91."""
     if _PW_SYMBOL.search(v) and alnum_classes(v) >= 2 and DIGIT.search(v):
@@ -107,13 +122,15 @@ def password_ok(v: str, strict: bool) -> bool:
     if is_passphrase(v, 3 if strict else 2):
         return True
     if strict:
-        if NAME_WITH_NUMBER.fullmatch(v) and is_wordy(DIGITS.sub("", v)):
+        if _PW_SYMBOL.search(v) and DIGIT.search(v) and alnum_classes(v) >= 2 and len(v) >= 8:
+            return True  # Summer2024!, Tr0ub4dor&3: a symbol no name holds
+        if _is_name(v):
             return False
         return len(v) >= 10 and alnum_classes(v) == 3 and entropy(v) >= 3.0
     if _human_password(v) or _DASHED_WORDS.fullmatch(v):
         return True
-    if not DIGIT.search(v) or (NAME_WITH_NUMBER.fullmatch(v) and is_wordy(DIGITS.sub("", v))):
-        return False  # Win32_UserAccount, SHA256, plain words: names, not secrets
+    if not DIGIT.search(v) or _is_name(v):
+        return False  # Win32_UserAccount, SHA256, HomeNet-5G, plain words: names, not secrets
     return looks_random(v) or (not v.isalnum() and alnum_classes(v) >= 2)
 
 
@@ -125,6 +142,8 @@ def key_material_ok(v: str, strict: bool) -> bool:
         return False
     if HEXLIKE.fullmatch(v):
         return len(v) >= 32 and (not strict or len(v) in (32, 64, 128))
+    if _is_name(v):  # after the hex test: hex without its digits can pass for words
+        return False
     # Base64 of 32 random bytes lacks a digit about once in a thousand: do not insist on one.
     return high_entropy(v) or (alnum_classes(v) >= 2 and entropy(v) >= 3.5 and not is_wordy(v))
 
@@ -133,8 +152,8 @@ def token_ok(v: str, strict: bool) -> bool:
     """An API token or secret named in prose: long, random, in a token's alphabet."""
     if len(v) < 16 or _not_a_value(v) or not _TOKEN_CHARS.fullmatch(v):
         return False
-    if is_wordy(v) or (NAME_WITH_NUMBER.fullmatch(v) and is_wordy(DIGITS.sub("", v))):
-        return False
     if HEXLIKE.fullmatch(v):
         return not strict and len(v) >= 32
+    if _is_name(v):
+        return False
     return high_entropy(v) if strict else (key_material_ok(v, strict) or high_entropy(v))
