@@ -98,6 +98,12 @@ _AFTER_SEP = re.compile(_QUALIFIER + _SEP + r"[ \t]*:?[ \t]*", re.IGNORECASE)
 _OPENERS = "`\"'*“«‘([_"
 _VALUE = re.compile(r"[^\s`\"'*”»’<>|]{1,200}")
 _VALUE_TRIM = ".,;:)]}\"'`*”»’"
+# What may follow a label that ends its line: a colon, emphasis, a closing bracket.
+_LABEL_TAIL = re.compile(r"[ \t]*(?:\*\*|__)?[ \t]*:?[ \t]*(?:\*\*|__)?[ \t]*\r?")
+# A line holding one token (in a list, a quote, backticks): a value under its label.
+_LONE_VALUE = re.compile(
+    r"[ \t]*(?:[-*+>][ \t]+)?[`\"'«“*]*[ \t]*(?P<v>[^\s`\"'»”*<>|]{1,200})[`\"'»”*]*[ \t]*\r?"
+)
 # Up to three words after a label with no separator: "mdp wifi X", "password X".
 _NEXT_WORD = re.compile(r"[ \t]+([^\s]{1,200})")
 
@@ -156,6 +162,9 @@ def _take_value(text: str, pos: int, end: int) -> tuple[int, str] | None:
 def _labelled_edit(text: str, label: re.Match[str], end: int) -> Edit | None:
     tier = label.lastgroup or "password"
     kind, ok = CHECKS[tier]
+    tail = _LABEL_TAIL.fullmatch(text, label.end(), end)
+    if tail is not None:  # "**Wi-Fi password:**" ends its line: the value is below
+        return _edit_below(text, label, tail.group(), end, tier)
     after = _AFTER_SEP.match(text, label.end(), end)
     if after is not None:
         if any(w.strip("()'\"`*").lower() in VETO_LAST for w in after.group("qual").split()):
@@ -167,6 +176,42 @@ def _labelled_edit(text: str, label: re.Match[str], end: int) -> Edit | None:
     if tier.startswith("weak"):
         return None
     return _unseparated_edit(text, label, end, kind, ok)
+
+
+def _edit_below(text: str, label: re.Match[str], tail: str, end: int, tier: str) -> Edit | None:
+    """A label alone on its line, the value alone on the next. A colon, bold or a heading
+    says the value is coming; a bare label at a line's end needs a strict value."""
+    kind, ok = CHECKS[tier]
+    explicit = ":" in tail or "*" in tail or text[label.start() - 2 : label.start()] == "# "
+    if tier.startswith("weak") and not explicit:
+        return None
+    found = _next_line_value(text, end)
+    if found is None or not ok(found[1], not explicit):
+        return None
+    return found[0], found[0] + len(found[1]), marker(kind)
+
+
+def _next_line_value(text: str, end: int) -> tuple[int, str] | None:
+    """The lone token on the next non-blank line (past one code-fence line): a value
+    written under its label."""
+    pos, fences = end + 1, 0
+    for _ in range(4):
+        if pos > len(text):
+            return None
+        stop = text.find("\n", pos)
+        stop = len(text) if stop < 0 else stop
+        line = text[pos:stop]
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")) and fences == 0:
+            fences += 1
+        elif stripped:
+            m = _LONE_VALUE.fullmatch(text, pos, stop)
+            if m is None or text.startswith(MARK, m.start("v")):
+                return None
+            value = m.group("v").rstrip(_VALUE_TRIM)
+            return (m.start("v"), value) if value else None
+        pos = stop + 1
+    return None
 
 
 def _unseparated_edit(
