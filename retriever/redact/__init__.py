@@ -48,7 +48,7 @@ from retriever.redact.vendors import HEADER_RULES, VENDOR_RULES, apply_rule, red
 log = logging.getLogger(__name__)
 
 # Bump whenever a rule changes: stored text redacted by an older version must be re-indexed.
-REDACTOR_VERSION = "3"
+REDACTOR_VERSION = "4"
 
 KINDS: tuple[str, ...] = (
     "private_key",

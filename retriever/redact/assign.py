@@ -66,7 +66,7 @@ _SEG_SPLIT = re.compile(r"[^A-Za-z0-9]+")
 
 _CALL_OPEN = re.compile(r"\([ \t]*\Z")
 
-_PREV_WORD = re.compile(r"([A-Za-z]+)[ \t]\Z")
+_PREV_WORD = re.compile(r"([A-Za-z][A-Za-z0-9]*)[ \t]\Z")
 
 _AFTER_WORD = re.compile(r"[ \t]+[A-Za-z]+\b(?![=:])")
 
@@ -135,6 +135,7 @@ VETO_LAST = frozenset(
 _KEY_SUFFIXES = frozenset("value val b64 base64 str string raw plain enc encoded base hex".split())
 
 _SHELL_VARS = frozenset({"pwd", "oldpwd"})
+_WIFI_WORDS = frozenset("wifi wpa wpa2 wpa3 wlan psk network".split())
 
 
 def _key_segments(key: str) -> list[str]:
@@ -155,6 +156,8 @@ def _classify_key(key: str) -> tuple[str, str] | None:
     joined = "".join(segs)
     if last in _PW_WORDS or last.endswith(("password", "passwd", "passphrase")):
         return None if joined in _SHELL_VARS else ("password", "password")
+    if last == "key" and prev in _WIFI_WORDS:  # "WPA2 key: …" is the Wi-Fi password
+        return "password", "password"
     if (
         last in _SECRET_WORDS
         or last.endswith(_SECRET_SUFFIXES)
@@ -325,7 +328,7 @@ def redact_assignments(note: Note, counts: Counter[str]) -> str:
         start, end = vm.span("qv" if quoted else "uv")
         raw = value = text[start:end]
         if not quoted:
-            value = raw.rstrip(".:!*")
+            value = raw.rstrip(".:*")  # a final "!" is part of a password far more often
             end = start + len(value)
             if not value:
                 continue

@@ -20,7 +20,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from retriever.redact.core import MARK, Edit, Note, keep_first, marker
+from retriever.redact.core import Edit, Note, keep_first, marker
 from retriever.redact.prose_values import password_ok
 from retriever.redact.values import (
     HEXLIKE,
@@ -36,11 +36,11 @@ from retriever.redact.values import (
 )
 
 # A quoted token of 16+ characters as an argument: the candidates for a strong one.
-_STRONG_LITERAL = re.compile(r"""[(,]\s*[LuUbrf]?(["'`])([A-Za-z0-9+/=_\-.~]{16,200})\1""")
+_STRONG_LITERAL = re.compile(r"""[(,][\s>]*[LuUbrf]?(["'`])([A-Za-z0-9+/=_\-.~]{16,200})\1""")
 # A string literal argument (C/C++/Python prefixes allowed before the quote).
 _STRING = re.compile(r"""(?P<q>["'`])(?P<v>(?:\\.|(?!(?P=q))[^\\\r\n])*)(?P=q)""")
 # Two string literals in a row: ``"user", "password"``.
-_LITERAL_PAIR = re.compile(r"""["'`][ \t]*,\s*[LuUbrf]?["'`]""")
+_LITERAL_PAIR = re.compile(r"""["'`][ \t]*,[\s>]*[LuUbrf]?["'`]""")  # ">": code in a quote
 # What an argument list's reader stops at: quotes, brackets, separators.
 _ARG_SYNTAX = re.compile(r"""["'`()\[\]{},=:]""")
 # The called name, right before its "(" (``name (`` is prose); ``auth = (`` names a tuple.
@@ -53,6 +53,7 @@ _NAME_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _CRED_LAST = frozenset(
     "client auth login logon signin connect credential credentials creds api".split()
 )
+_PASSWORD_CALLS = ("basicauth", "signin", "connect", "auth")
 _CRED_ANY = ("oauth", "twilio", "credential", "creds", "login", "logon")
 _TWILIO_SID = re.compile(r"(?:AC|SK)[0-9a-fA-F]{32}|\[REDACTED:twilio\]")
 _BACK_LIMIT = 300  # how far back an argument looks for its call's "("
@@ -134,6 +135,7 @@ def _call_edits(text: str, open_pos: int) -> list[Edit]:
     if m is None:
         return []  # "(" with no name right before it: prose or a tuple, not a call
     named = _credential_name(m.group(1))
+    user_password = named and _takes_a_password(m.group(1), text[m.end(1) : open_pos])
     args = _args(text, open_pos)
     edits: list[Edit] = []
     twilio = [
@@ -144,15 +146,21 @@ def _call_edits(text: str, open_pos: int) -> list[Edit]:
     edits += [(a.start, a.end, marker("twilio")) for a in twilio if not is_masked(a.value)]
     # A Twilio SID is an identifier (the API key SID is a vendor token, already redacted).
     rest = [a for a in args if a not in twilio and not _TWILIO_SID.fullmatch(a.value)]
-    strong = [a for a in rest if _strong(a.value)]
+    # Under a credential name, a literal after the user name that reads as a password.
+    after_user = rest[1:] if named else []
+    passwords = [a for a in after_user if password_ok(a.value, False)]
+    strong = [a for a in rest if _strong(a.value) and not (user_password and a in passwords)]
     if named or len(strong) >= 2:
         edits += [(a.start, a.end, marker("secret")) for a in strong]
-    if named:
-        for arg in rest[1:]:  # after the user name
-            v = arg.value
-            if arg not in strong and not text.startswith(MARK, arg.start) and password_ok(v, False):
-                edits.append((arg.start, arg.end, marker("password")))
+    edits += [(a.start, a.end, marker("password")) for a in passwords if a not in strong]
     return edits
+
+
+def _takes_a_password(name: str, between: str) -> bool:
+    """``login("bob", "…")``, ``HTTPBasicAuth``, ``connect``, ``auth = (…)``: the literal
+    after the user is a password; a ``Client("key", "secret")`` holds a key and its secret."""
+    low = name.rsplit(".", 1)[-1].lower().replace("_", "")
+    return "=" in between or low.endswith(_PASSWORD_CALLS) or "login" in low or "logon" in low
 
 
 def _call_sites(text: str) -> set[int]:

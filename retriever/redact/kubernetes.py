@@ -11,13 +11,19 @@ from retriever.redact.core import MARK, Edit, Note, marker, splice
 from retriever.redact.values import B64, MASK_CHARS, is_masked, is_placeholder
 
 # A `kind: Secret` line; its document's top-level `data:` / `stringData:` holds the values.
-_K8S_KIND = re.compile(r"""^([ \t]*)["']?kind["']?[ \t]*:[ \t]*["']?Secret["']?[ \t]*(?:#.*)?$""")
+# A `kind: Secret` line, maybe the first key of a list item (`- kind: Secret`).
+_K8S_KIND = re.compile(
+    r"""^([ \t]*(?P<item>-[ \t]+)?)["']?kind["']?[ \t]*:[ \t]*["']?Secret["']?[ \t]*(?:#.*)?$"""
+)
 
-_K8S_ANY = re.compile(r"""^[ \t]*["']?kind["']?[ \t]*:[ \t]*["']?Secret""", re.MULTILINE)
+_K8S_ANY = re.compile(
+    r"""^[ \t]*(?:-[ \t]+)?["']?kind["']?[ \t]*:[ \t]*["']?Secret""", re.MULTILINE
+)
 
 _K8S_DATA = re.compile(r"""["']?(data|stringData)["']?[ \t]*:[ \t]*(?:#.*)?""")
 
-_K8S_ENTRY = re.compile(r"""["']?[\w.\-]+["']?[ \t]*:(?:[ \t]+(?P<v>\S.*?))?[ \t]*""")
+# `key: value`, and a trailing `# comment` that is not part of the value.
+_K8S_ENTRY = re.compile(r"""["']?[\w.\-]+["']?[ \t]*:(?:[ \t]+(?P<v>\S.*?))?(?:[ \t]+#.*)?[ \t]*""")
 
 _YAML_KEY = re.compile(r"""["']?[\w.\-]+["']?[ \t]*:(?:[ \t]|$)|#|- """)
 
@@ -35,11 +41,13 @@ def _yaml_lines(text: str) -> list[tuple[int, int, int]]:
     return out
 
 
-def _doc_bounds(text: str, lines: list[tuple[int, int, int]], at: int) -> tuple[int, int]:
-    """Line range [lo, hi) of the YAML document around line ``at``: up to a `---`/`...`
-    separator, a code fence, a line indented less than ``at``, or a top-level non-key line
-    (prose around a bare manifest)."""
-    base = lines[at][2]
+def _doc_bounds(
+    text: str, lines: list[tuple[int, int, int]], at: int, base: int, item: bool
+) -> tuple[int, int]:
+    """Line range [lo, hi) of the YAML document around line ``at``, whose keys sit at
+    column ``base``: up to a `---`/`...` separator, a code fence, a line indented less, or
+    a top-level non-key line (prose around a bare manifest). A list item (``item``) starts
+    at its own line."""
 
     def inside(i: int) -> bool:
         start, end, ind = lines[i]
@@ -51,7 +59,7 @@ def _doc_bounds(text: str, lines: list[tuple[int, int, int]], at: int) -> tuple[
         return ind > base or bool(_YAML_KEY.match(body))
 
     lo = at
-    while lo > 0 and inside(lo - 1):
+    while not item and lo > 0 and inside(lo - 1):
         lo -= 1
     hi = at + 1
     while hi < len(lines) and inside(hi):
@@ -114,8 +122,8 @@ def _k8s_block_edits(
 
 
 def redact_k8s_secrets(note: Note, counts: Counter[str]) -> str:
-    text = note.text
     """Values under `data:` (base64) and `stringData:` (plain) of a `kind: Secret` document."""
+    text = note.text
     if "Secret" not in text or "ata" not in text or not _K8S_ANY.search(text):
         return text
     lines = _yaml_lines(text)
@@ -127,12 +135,13 @@ def redact_k8s_secrets(note: Note, counts: Counter[str]) -> str:
         km = _K8S_KIND.match(text[start:end])
         if km is None:
             continue
-        lo, hi = _doc_bounds(text, lines, at)
+        base = len(km.group(1))
+        lo, hi = _doc_bounds(text, lines, at, base, km.group("item") is not None)
         done_until = hi
         for i in range(lo, hi):
             s, e, ind = lines[i]
             dm = _K8S_DATA.fullmatch(text, s + ind, e)
-            if ind == len(km.group(1)) and dm is not None:
+            if ind == base and dm is not None:
                 edits += _k8s_block_edits(text, lines, i, hi, dm.group(1) == "stringData")
     counts["kubernetes_secret"] += len(edits)
     if not counts["kubernetes_secret"]:
