@@ -40,6 +40,7 @@ from retriever.redact.assign import redact_assignments
 from retriever.redact.calls import redact_calls
 from retriever.redact.core import Note
 from retriever.redact.kubernetes import redact_k8s_secrets
+from retriever.redact.logins import redact_logins
 from retriever.redact.pem import redact_pem
 from retriever.redact.prose import redact_prose
 from retriever.redact.tables import redact_tables
@@ -106,6 +107,7 @@ def redact(text: str) -> tuple[str, Counter[str]]:
         redact_calls,
         redact_assignments,
         redact_prose,
+        redact_logins,
         redact_tables,
     ):
         new = stage(note, counts)

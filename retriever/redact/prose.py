@@ -9,7 +9,7 @@ is taken ("Wi-Fi HomeNet password violet-rocket-maple-42").
 Each label has a tier that says what its value must look like (:mod:`prose_values`):
 ``password`` (passphrases, human passwords, random characters), ``key`` (base64 or hex key
 material) and ``token`` (long random strings). Login pairs ("login: admin / secret", "user
-admin pass secret") are read by their own pattern.
+admin pass secret") are read by :mod:`logins`.
 """
 
 from __future__ import annotations
@@ -23,30 +23,50 @@ from retriever.redact.core import MARK, Edit, Note, keep_first, marker
 from retriever.redact.prose_values import key_material_ok, password_ok, token_ok
 from retriever.redact.values import HEXLIKE
 
-_S = r"[ \t]+"  # a space between the words of a label
+SPACES = r"[ \t]+"  # a space between the words of a label
 _PW_LABEL = (
-    r"pass(?:word|phrase|code|wd)s?|pwd|pw|pass(?=[ \t]*[:=])"
-    r"|mots?" + _S + r"de" + _S + r"passe|mdp|phrase" + _S + r"(?:secr[eè]te|de" + _S + "passe)"
-    r"|code" + _S + r"(?:wi-?fi|d['’]acc[eè]s)|(?:wi-?fi|access)" + _S + "code"
-    r"|(?:wi-?fi|wlan|wpa2?|network|r[eé]seau)" + _S + "key"
-    r"|cl[eé]f?" + _S + r"(?:du" + _S + r")?(?:wi-?fi|wpa2?|r[eé]seau)"
+    r"pass(?:word|phrase|code|wd)s?|pwd|pw|pass(?=[ \t]*[:=]|[ \t]+(?:is|was|est)\b)"
+    r"|mots?"
+    + SPACES
+    + r"de"
+    + SPACES
+    + r"passe|mdp|phrase"
+    + SPACES
+    + r"(?:secr[eè]te|de"
+    + SPACES
+    + "passe)"
+    r"|code" + SPACES + r"(?:(?:du|de)" + SPACES + r")?(?:wi-?fi|d['’]acc[eè]s)"
+    r"|(?:wi-?fi|access)" + SPACES + "code"
+    r"|network" + SPACES + "security" + SPACES + "key"
+    r"|cl[eé]f?"
+    + SPACES
+    + "de"
+    + SPACES
+    + r"s[eé]curit[eé](?:"
+    + SPACES
+    + r"(?:du"
+    + SPACES
+    + r")?r[eé]seau)?"
+    r"|(?:wi-?fi|wlan|wpa2?|network|r[eé]seau)" + SPACES + "key"
+    r"|cl[eé]f?" + SPACES + r"(?:du" + SPACES + r")?(?:wi-?fi|wpa2?|r[eé]seau)"
     r"|wi-?fi(?=[ \t]*(?:::|:[ \t]))"
 )
 _KEY_LABEL = (
     r"(?:encryption|decryption|master|backup|recovery|unlock|luks|age|vault|signing|secret"
-    r"|private|(?:restic" + _S + r")?repo(?:sitory)?|restic|bitlocker)" + _S + "key"
-    r"|cl[eé]f?" + _S + r"(?:de" + _S + r"|d['’])?"
+    r"|private|(?:restic" + SPACES + r")?repo(?:sitory)?|restic|bitlocker|unseal)" + SPACES + "key"
+    r"|cl[eé]f?" + SPACES + r"du" + SPACES + r"d[eé]p[oô]t"
+    r"|cl[eé]f?" + SPACES + r"(?:de" + SPACES + r"|d['’])?"
     r"(?:chiffrement|d[eé]chiffrement|r[eé]cup[eé]ration|ma[iî]tre|secr[eè]te|priv[eé]e"
     r"|sauvegarde|d[eé]verrouillage)"
 )
 _TOKEN_LABEL = (
-    r"api" + _S + r"(?:key|token|secret)|apikey"
+    r"api" + SPACES + r"(?:key|token|secret)|apikey"
     r"|(?:access|auth|bot|bearer|webhook|admin|app|client|personal"
-    + _S
+    + SPACES
     + "access|refresh|session)"
-    + _S
+    + SPACES
     + r"(?:token|secret)"
-    r"|cl[eé]f?" + _S + r"(?:d['’])?api"
+    r"|cl[eé]f?" + SPACES + r"(?:d['’])?api"
 )
 # Bare words: only with a separator ("the token for the bot: X"), never "token X".
 _WEAK_LABEL = r"(?P<weak_key>key)|(?P<weak_token>token|secret|jeton)"
@@ -56,7 +76,7 @@ LABEL_RE = re.compile(
     rf"|{_WEAK_LABEL})(?![\w-])"
 )
 # Lowercase substrings that every label holds one of: only those lines are searched. Lines
-# with "key" (registry keys, dictionaries) are kept only with " key" or "apikey" in them.
+# with "key" are kept only when it is a word ("HKEY_", "monkey" are not).
 _LABEL_HINTS = (
     "pass",
     "mdp",
@@ -73,7 +93,7 @@ _LABEL_HINTS = (
     "jeton",
 )
 _KEY_HINT = "key"
-_KEY_LABEL_HINTS = (" key", "apikey")
+_KEY_WORD = re.compile(r"(?<![a-z0-9_-])key|apikey")  # a word, not HKEY_ or monkey
 
 # Words that may sit between the label and its separator: "for the router", "du NAS",
 # "(guest)", "for https://nas.local", "'Guest'". Never a sentence end, never a separator.
@@ -81,23 +101,23 @@ _QUAL_WORD = r"(?:\([^\s()]{1,30}\)|(?:[^\s:=|.!?;()\[\]]|[.!?;](?=\S)|:(?=//)){
 _QUALIFIER = rf"(?P<qual>(?:[ \t]+{_QUAL_WORD}){{0,5}}?)"
 _VERB = (
     r"(?:is|was|has"
-    + _S
+    + SPACES
     + r"been|a"
-    + _S
+    + SPACES
     + r"[ée]t[ée])"
-    + _S
+    + SPACES
     + r"(?:set|changed|reset|updated|chang[ée]|mis)"
     r"|is|was|are|were|est|[ée]tait|c['’]est|sera|reste|remains|became|devient"
 )
 _SEP = (
     r"(?:[ \t]*(?P<sep>::|:=|=>|->|→|:(?![/\\])|[=|–—])|[ \t]+-(?=[ \t])(?P<dash>)"
-    rf"|[ \t]+(?P<verb>(?:{_VERB})(?:{_S}(?:now|still|maintenant|toujours|d[ée]sormais))?"
-    r"(?:" + _S + r"(?:to|en|à|pour|:))?)(?![\w-]))"
+    rf"|[ \t]+(?P<verb>(?:{_VERB})(?:{SPACES}(?:now|still|maintenant|toujours|d[ée]sormais))?"
+    r"(?:" + SPACES + r"(?:to|en|à|pour|:))?)(?![\w-]))"
 )
 _AFTER_SEP = re.compile(_QUALIFIER + _SEP + r"[ \t]*:?[ \t]*", re.IGNORECASE)
 _OPENERS = "`\"'*“«‘([_"
 _VALUE = re.compile(r"[^\s`\"'*”»’<>|]{1,200}")
-_VALUE_TRIM = ".,;:)]}\"'`*”»’"
+VALUE_TRIM = ".,;:)]}\"'`*”»’"
 # What may follow a label that ends its line: a colon, emphasis, a closing bracket.
 _LABEL_TAIL = re.compile(r"[ \t]*(?:\*\*|__)?[ \t]*:?[ \t]*(?:\*\*|__)?[ \t]*\r?")
 # A line holding one token (in a list, a quote, backticks): a value under its label.
@@ -106,34 +126,6 @@ _LONE_VALUE = re.compile(
 )
 # Up to three words after a label with no separator: "mdp wifi X", "password X".
 _NEXT_WORD = re.compile(r"[ \t]+([^\s]{1,200})")
-
-# "login: admin / secret", "user admin pass secret", "identifiants : bob / secret".
-# Matched in the lowercase twin too: the value is then read from the text.
-_LOGIN_LABEL = (
-    r"login|logins|user(?:name)?|identifiants?|utilisateur|creds|credentials|account|compte"
-    r"|ssid|wi-?fi"
-)
-_PAIR_PW = r"pass(?:word)?|pwd|pw|mdp|mots?" + _S + r"de" + _S + "passe"
-_LOGIN_PAIR = re.compile(
-    rf"(?<![\w-])(?:{_LOGIN_LABEL})(?![\w-])[ \t]*[:=]?[ \t]*[`\"'*]*"
-    r"(?P<user>[\w@.+-]{0,63}\w)[`\"'*]*"
-    rf"(?:[ \t]*/(?!/)[ \t]*(?:(?:{_PAIR_PW})[ \t]*[:=]?[ \t]*)?"
-    rf"|[ \t]*[,;]?[ \t]+(?:{_PAIR_PW})(?:[ \t]*[:=][ \t]*|[ \t]+))"
-    r"[`\"'*]*(?P<v>[^\s`\"'*<>|]{1,200})"
-)
-_LOGIN_HINTS = (
-    "login",
-    "user",
-    "identifiant",
-    "utilisateur",
-    "cred",
-    "account",
-    "compte",
-    "ssid",
-    "wifi",
-    "wi-fi",
-)
-_PAIR_HINTS = ("/", "pass", "pw", "mdp")
 
 _Check = Callable[[str, bool], bool]
 CHECKS: dict[str, tuple[str, _Check]] = {
@@ -153,7 +145,7 @@ def _take_value(text: str, pos: int, end: int) -> tuple[int, str] | None:
     m = _VALUE.match(text, pos, end)
     if m is None or text.startswith(MARK, pos):
         return None
-    value = m.group().rstrip(_VALUE_TRIM)
+    value = m.group().rstrip(VALUE_TRIM)
     if value.endswith(("!", "?")) and not value.rstrip("!?"):
         return None
     return pos, value
@@ -208,7 +200,7 @@ def _next_line_value(text: str, end: int) -> tuple[int, str] | None:
             m = _LONE_VALUE.fullmatch(text, pos, stop)
             if m is None or text.startswith(MARK, m.start("v")):
                 return None
-            value = m.group("v").rstrip(_VALUE_TRIM)
+            value = m.group("v").rstrip(VALUE_TRIM)
             return (m.start("v"), value) if value else None
         pos = stop + 1
     return None
@@ -233,39 +225,20 @@ def _unseparated_edit(
     return None
 
 
-def _pair_edit(text: str, m: re.Match[str]) -> Edit | None:
-    vs = m.start("v")
-    v = text[vs : m.end("v")].rstrip(_VALUE_TRIM)
-    if text.startswith(MARK, vs) or not v or not password_ok(v, False):
-        return None
-    return vs, vs + len(v), marker("password")
-
-
 def label_lines(note: Note) -> list[tuple[int, int]]:
     low = note.low
     spans = note.lines(_LABEL_HINTS)
-    keys = [
-        (a, b)
-        for a, b in note.lines((_KEY_HINT,))
-        if any(low.find(h, a, b) >= 0 for h in _KEY_LABEL_HINTS)
-    ]
+    keys = [(a, b) for a, b in note.lines((_KEY_HINT,)) if _KEY_WORD.search(low, a, b)]
     return sorted(set(spans) | set(keys)) if keys else spans
 
 
 def redact_prose(note: Note, counts: Counter[str]) -> str:
-    """Credentials written as sentences: "the wifi password is …", "login: admin / …"."""
+    """Credentials written as sentences: "the wifi password is …", "clé de chiffrement : …"."""
     text, low = note.text, note.low
     edits: list[Edit] = []
     for start, end in label_lines(note):
         for label in LABEL_RE.finditer(low, start, end):
             edit = _labelled_edit(text, label, end)
-            if edit is not None:
-                edits.append(edit)
-    for start, end in note.lines(_LOGIN_HINTS):
-        if not any(low.find(h, start, end) >= 0 for h in _PAIR_HINTS):
-            continue
-        for m in _LOGIN_PAIR.finditer(low, start, end):
-            edit = _pair_edit(text, m)
             if edit is not None:
                 edits.append(edit)
     return keep_first(text, edits, counts)
