@@ -11,22 +11,27 @@ Guarantees the indexer relies on:
   breaks the block spanned (``\\r\\n`` kept as ``\\r\\n``). Lines without a secret are
   byte-identical, so ``path:start-end`` citations stay right.
 * Idempotent: markers are never matched again, so a second pass changes and counts nothing.
-* Linear time: every pattern is anchored by a look-behind boundary or a literal prefix,
-  quantifiers are bounded where they could backtrack, and each rule is skipped unless a
-  cheap substring hint occurs in the text.
+* Linear time: patterns start with a literal prefix where they can (the regex engine's
+  fast scan) or are bounded by their line, quantifiers are bounded where they could
+  backtrack, and each rule runs only where a cheap trigger word occurs (:class:`Note`
+  finds each word once per text and shares it across the stages).
 
-Besides ``key = value`` syntax (including Dataview's ``key:: value``) it reads values out
-of Kubernetes ``kind: Secret`` manifests, and credentials written as sentences ("the wifi
-password is …", "le mot de passe est …", "login: admin / …", "the encryption key is …")
-when the value is a passphrase (words, dashes and a number) or random characters.
+Stages, in order (one module each): private-key blocks (``pem``); vendor-shaped tokens and
+HTTP credentials (``vendors``); Kubernetes ``kind: Secret`` manifests (``kubernetes``);
+credentials passed positionally in code, ``Client("SK…", "…")`` (``calls``); ``key =
+value`` in every syntax, Dataview's ``key:: value`` included (``assign``); credentials
+written as prose in English and French, "the wifi password is …", "clé de chiffrement : …",
+a value alone under its label (``prose``, judged by ``prose_values``); login pairs, "login:
+admin / …" (``logins``); the credential columns of markdown tables (``tables``).
 
 Kinds: see :data:`KINDS`. Deliberately not covered: bare high-entropy strings with no
-credential-like key or vendor prefix (prose, tables); passphrases made of plain words
-(``"correct horse battery staple"``) and plain words where the syntax reads as code
-(``password = tiger`` with spaces is a variable; ``DB_PASSWORD=tiger`` is redacted); hex
-and UUID values under ambiguous keys (``key``, ``signature``: hashes and ids); the Twilio
-account SID (an identifier; its auth token is redacted); AWS pre-signed URL signatures;
-secrets split across lines other than PEM blocks.
+credential-like label, key, call or vendor prefix; passphrases made of plain words with no
+number (``"correct horse battery staple"``, except four or more dashed words after an
+explicit password label); plain words where the syntax reads as code (``password = tiger``
+with spaces is a variable; ``DB_PASSWORD=tiger`` is redacted); hex and UUID values under
+ambiguous labels (``key``, ``signature``: hashes and ids); the Twilio account SID (an
+identifier; its auth token is redacted); AWS pre-signed URL signatures; secrets split
+across lines other than PEM blocks and a value on the line below its label.
 
 The module never logs or raises with a secret value; callers log kinds and file names.
 """
