@@ -56,6 +56,7 @@ _CRED_LAST = frozenset(
 _PASSWORD_CALLS = ("basicauth", "signin", "connect", "auth")
 _CRED_ANY = ("oauth", "twilio", "credential", "creds", "login", "logon")
 _TWILIO_SID = re.compile(r"(?:AC|SK)[0-9a-fA-F]{32}|\[REDACTED:twilio\]")
+_PAREN_SYNTAX = re.compile(r"[();{}]")
 _BACK_LIMIT = 300  # how far back an argument looks for its call's "("
 _ARGS_LIMIT = 600  # how far an argument list may run
 
@@ -87,16 +88,19 @@ def _credential_name(name: str) -> bool:
 
 def _open_paren(text: str, pos: int) -> int:
     """Offset of the unclosed "(" before ``pos`` (within reach), or -1."""
+    lo = max(0, pos - _BACK_LIMIT)
+    if text.rfind("(", lo, pos) < 0:
+        return -1
     depth = 0
-    for i in range(pos - 1, max(-1, pos - _BACK_LIMIT), -1):
-        ch = text[i]
+    for m in reversed(list(_PAREN_SYNTAX.finditer(text, lo, pos))):
+        ch = m.group()
         if ch == ")":
             depth += 1
         elif ch == "(":
             if depth == 0:
-                return i
+                return m.start()
             depth -= 1
-        elif ch in ";{}":
+        else:  # ";", "{" or "}": a statement or block boundary
             return -1
     return -1
 
