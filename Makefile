@@ -11,7 +11,7 @@ CORPUS ?= ../shared/corpora/win32-17k
 MODEL ?= ../shared/models/m2v-minilm-256
 CASES ?= ../shared/corpora/dendron-vault-cases.jsonl
 
-.PHONY: install run index serve test test-fast faults lint format compose-test test-containers engine engine-stop bench bench-index bench-equivalence bench-quality bench-hooks bench-cli bench-calibration calibrate eval up down logs clean
+.PHONY: install run index serve test test-fast faults lint format compose-test test-containers engine engine-stop bench bench-index bench-equivalence bench-quality bench-hooks bench-cli bench-calibration bench-redaction calibrate eval up down logs clean
 
 $(BIN)/retriever: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -89,6 +89,13 @@ bench-index: install
 # Chunker equivalence: our block parsing against stock markdown-it on every note.
 bench-equivalence: install
 	$(BIN)/python -m benchmarks.chunker_equivalence tests/vault ../shared/corpora/dendron-vault "$(CORPUS)"
+
+# Redaction on documentation corpora (every hit a false-positive candidate, shown with its
+# context), CPU throughput, and the same figures for the redactor at BASELINE (a git ref).
+REDACTION_CORPORA ?= ../shared/corpora/dendron-vault $(CORPUS)
+BASELINE ?= main
+bench-redaction: install
+	$(BIN)/python -m benchmarks.bench_redaction $(REDACTION_CORPORA) --baseline "$(BASELINE)" --samples 20
 
 bench-hooks: install
 	$(BIN)/python -m benchmarks.bench_hooks --vault tests/vault --runs 30

@@ -288,6 +288,51 @@ def test_two_dot_file_names_are_served(make_app, vault_copy: Path, model_path: P
         assert_safe(mcp.error("read_note", path=path), vault_copy)
 
 
+def test_two_dot_names_in_every_path_argument(
+    make_app, vault_copy: Path, model_path: Path, tmp_path: Path
+) -> None:
+    """Names that merely start with ".." are served through every path and folder argument
+    (nested ones too), while a real climb, an absolute path or a "..name" symlink leading
+    out of the vault is still refused."""
+    word = "zyxquokka"  # a term only these notes hold
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("OUTSIDE-THE-VAULT\n", encoding="utf-8")
+    (vault_copy / "notes").mkdir()
+    (vault_copy / "notes" / "..hidden.md").write_text(f"# Hidden\n\n{word} one\n", "utf-8")
+    (vault_copy / "..archive").mkdir()
+    (vault_copy / "..archive" / "old.md").write_text(f"# Old\n\n{word} two\n", "utf-8")
+    (vault_copy / "..escape.md").symlink_to(outside / "secret.md")
+    app = make_app(vault_copy, model=model_path)
+    app.index()
+    mcp = Caller(build_server(app))
+
+    assert mcp.ok("read_note", path="notes/..hidden.md")["total_lines"] == 3
+    assert mcp.ok("read_note", path="..archive/old.md")["citation"] == "..archive/old.md:1-3"
+    assert mcp.ok("links", path="notes/..hidden.md", direction="out")["links"] == []
+    listed = {n["path"] for n in mcp.ok("list_notes", folder="..archive")["notes"]}
+    assert listed == {"..archive/old.md"}
+    hits = mcp.ok("search", queries=word, folder="..archive", mode="lexical")["hits"]
+    assert [h["path"] for h in hits] == ["..archive/old.md"]
+    hits = mcp.ok("search", queries=word, folder="notes", mode="lexical")["hits"]
+    assert [h["path"] for h in hits] == ["notes/..hidden.md"]
+    context = mcp.ok("get_context", topic=word)
+    assert "..archive/old.md:" in context and "notes/..hidden.md:" in context
+
+    for path in (
+        "..escape.md",
+        "notes/../../outside/secret.md",
+        "..archive/../../outside/secret.md",
+        "notes/..",
+        str(vault_copy / "notes" / "..hidden.md"),
+    ):
+        assert_safe(mcp.error("read_note", path=path), tmp_path)
+    for folder in ("..archive/../..", "../outside", str(vault_copy / "..archive")):
+        assert_safe(mcp.error("list_notes", folder=folder), tmp_path)
+        assert_safe(mcp.error("search", queries=word, folder=folder), tmp_path)
+    assert all("OUTSIDE-THE-VAULT" not in m for m in mcp.messages)
+
+
 def test_search_refuses_or_survives_hostile_input(mcp: Caller, tmp_path: Path) -> None:
     too_big = mcp.error("search", queries="backup " * 20_000)
     assert "100 KB" in too_big

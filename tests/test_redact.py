@@ -985,9 +985,10 @@ SPEED_LIMIT_S = 5.0  # a sanity guard against catastrophic backtracking, not a b
 
 
 def _timed(text: str) -> tuple[str, float]:
-    start = time.perf_counter()
+    # CPU time, not wall time: the guard is for backtracking, not for a busy machine.
+    start = time.process_time()
     out, _ = redact(text)
-    return out, time.perf_counter() - start
+    return out, time.process_time() - start
 
 
 def test_one_megabyte_line_of_base64() -> None:
@@ -1047,7 +1048,9 @@ def test_no_credential_shaped_literals_in_sources() -> None:
         D5 + r"BEGIN[A-Z ]*PRIVATE KEY" + D5,
     ]
     here = Path(__file__)
-    for path in (here, here.parent.parent / "retriever" / "redact.py"):
+    sources = sorted((here.parent.parent / "retriever" / "redact").glob("*.py"))
+    assert sources
+    for path in (here, *sources):
         source = path.read_text(encoding="utf-8")
         for pattern in patterns:
             assert not re.search(pattern, source), f"{path.name}: {pattern}"

@@ -1,0 +1,124 @@
+"""Scrub credentials from a note's text before anything is stored or embedded.
+
+:func:`redact` runs on the whole note (frontmatter, HTML comments and code fences included)
+and replaces every secret token by ``[REDACTED:kind]``. For ``key = value`` secrets only
+the value is replaced, so the text stays searchable (``DB_PASSWORD=[REDACTED:password]``).
+
+Guarantees the indexer relies on:
+
+* Line structure is preserved: no replacement contains or removes a line break, except a
+  multi-line private-key block, which becomes the marker followed by exactly the line
+  breaks the block spanned (``\\r\\n`` kept as ``\\r\\n``). Lines without a secret are
+  byte-identical, so ``path:start-end`` citations stay right.
+* Idempotent: markers are never matched again, so a second pass changes and counts nothing.
+* Linear time: patterns start with a literal prefix where they can (the regex engine's
+  fast scan) or are bounded by their line, quantifiers are bounded where they could
+  backtrack, and each rule runs only where a cheap trigger word occurs (:class:`Note`
+  finds each word once per text and shares it across the stages).
+
+Stages, in order (one module each): private-key blocks (``pem``); vendor-shaped tokens and
+HTTP credentials (``vendors``); Kubernetes ``kind: Secret`` manifests (``kubernetes``);
+credentials passed positionally in code, ``Client("SK…", "…")`` (``calls``); ``key =
+value`` in every syntax, Dataview's ``key:: value`` included (``assign``); credentials
+written as prose in English and French, "the wifi password is …", "clé de chiffrement : …",
+a value alone under its label (``prose``, judged by ``prose_values``); login pairs, "login:
+admin / …" (``logins``); the credential columns of markdown tables (``tables``).
+
+Kinds: see :data:`KINDS`. Deliberately not covered: bare high-entropy strings with no
+credential-like label, key, call or vendor prefix; passphrases made of plain words with no
+number (``"correct horse battery staple"``, except four or more dashed words after an
+explicit password label); plain words where the syntax reads as code (``password = tiger``
+with spaces is a variable; ``DB_PASSWORD=tiger`` is redacted); hex and UUID values under
+ambiguous labels (``key``, ``signature``: hashes and ids); the Twilio account SID (an
+identifier; its auth token is redacted); AWS pre-signed URL signatures; secrets split
+across lines other than PEM blocks and a value on the line below its label.
+
+The module never logs or raises with a secret value; callers log kinds and file names.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from retriever.redact.assign import redact_assignments
+from retriever.redact.calls import redact_calls
+from retriever.redact.core import Note
+from retriever.redact.kubernetes import redact_k8s_secrets
+from retriever.redact.logins import redact_logins
+from retriever.redact.pem import redact_pem
+from retriever.redact.prose import redact_prose
+from retriever.redact.tables import redact_tables
+from retriever.redact.vendors import HEADER_RULES, VENDOR_RULES, apply_rule, redact_scoped
+
+log = logging.getLogger(__name__)
+
+# Bump whenever a rule changes: stored text redacted by an older version must be re-indexed.
+REDACTOR_VERSION = "4"
+
+KINDS: tuple[str, ...] = (
+    "private_key",
+    "openai_key",
+    "anthropic_key",
+    "openrouter_key",
+    "groq_key",
+    "github_token",
+    "gitlab_token",
+    "aws_access_key_id",
+    "aws_secret_key",
+    "gcp_api_key",
+    "gcp_client_secret",
+    "gcp_access_token",
+    "azure_key",
+    "stripe_key",
+    "slack_token",
+    "slack_webhook",
+    "discord_webhook",
+    "discord_token",
+    "twilio",
+    "sendgrid_key",
+    "npm_token",
+    "pypi_token",
+    "huggingface_token",
+    "telegram_bot_token",
+    "kubernetes_secret",
+    "jwt",
+    "url_password",
+    "bearer_token",
+    "basic_auth",
+    "password",
+    "secret",
+    "generic_high_entropy",
+)
+
+
+def redact(text: str) -> tuple[str, Counter[str]]:
+    """Return (scrubbed_text, counts_by_kind).
+
+    Secrets become ``[REDACTED:kind]``; line breaks and secret-free lines are untouched.
+    """
+    counts: Counter[str] = Counter()
+    if not text:
+        return text, counts
+    text = redact_pem(text, counts)
+    note = Note(text)  # the lowercase text and the trigger-word lines, shared by every rule
+    for rule in (*VENDOR_RULES, *HEADER_RULES):
+        new = apply_rule(rule, note, counts)
+        if new is not note.text:
+            note = Note(new)
+    for stage in (
+        redact_k8s_secrets,
+        redact_scoped,
+        redact_calls,
+        redact_assignments,
+        redact_prose,
+        redact_logins,
+        redact_tables,
+    ):
+        new = stage(note, counts)
+        if new is not note.text:
+            note = Note(new)
+    text = note.text
+    if counts:
+        log.debug("redacted %d secret(s): %s", sum(counts.values()), sorted(counts))
+    return text, counts

@@ -1,0 +1,350 @@
+"""``key = value`` in every syntax notes hold: env, YAML, JSON, TOML, code, flags, Dataview."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+
+from retriever.redact.core import MARK, Edit, Note, marker, splice
+from retriever.redact.values import (
+    CAMEL_WORD,
+    DIGITS,
+    VOWEL,
+    high_entropy,
+    is_code_ref,
+    is_identifier,
+    is_multiword,
+    is_path,
+    is_placeholder,
+    is_prose,
+    is_wordy,
+    looks_random,
+    userpass_b64,
+)
+
+# key, optional closing quote/bracket, then the separator. Only key + separator is consumed
+# so a non-credential match never swallows a credential assignment inside its value.
+_ASSIGN_RE = re.compile(
+    r"""
+    (?:(?<![\w.\-])(?P<dash>--)(?=[A-Za-z_])|(?<![\w.\-]))
+    (?P<key>[A-Za-z_][\w.\-]{0,79}+)  # possessive: never retry shorter keys
+    (?P<kq>["'`])?\]?\??(?:\*\*|__)?[ \t]*
+    (?:
+        (?P<ann>:[ \t]*[A-Za-z_][\w.]*(?:\[[\w.\[\], |]{0,40}\])?
+            (?:[ \t]*\|[ \t]*[A-Za-z_][\w.]*(?:\[[\w.\[\], |]{0,40}\])?){0,3}
+            [ \t]*=(?![=>~]))
+      | (?P<sep>::(?=[ \t])|:=|=>|=(?![=~])|:(?![:/\\=])|(?(kq),|(?!)))
+      | (?P<ws>(?(dash)(?<=[ \t])|(?!)))
+    )
+    """,
+    re.VERBOSE,
+)
+
+_VALUE_RE = re.compile(
+    r"""(?P<pad>[ \t]*(?:\*\*)?[ \t]*)
+    (?:
+        (?P<q>["'`])
+        (?P<qv>(?:\\[^\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]
+            |(?!(?P=q))[^\\\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029])*)
+        (?P=q)
+      | (?P<uv>[^\s"'`,;&<>)}\]]+)
+    )""",
+    re.VERBOSE,
+)
+
+_KEY_HINT = re.compile(
+    r"(?i)pass|pwd|pw|secret|token|key|auth|cred|sig|cookie|session|salt|hmac|sas|bearer|jwt|otp"
+)
+
+_CRED_WORD = re.compile(r"(?i)pass|pwd|secret|token|key|cred|auth")
+
+_CAMEL_SPLIT = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+_SEG_SPLIT = re.compile(r"[^A-Za-z0-9]+")
+
+_CALL_OPEN = re.compile(r"\([ \t]*\Z")
+
+_PREV_WORD = re.compile(r"([A-Za-z][A-Za-z0-9]*)[ \t]\Z")
+
+_AFTER_WORD = re.compile(r"[ \t]+[A-Za-z]+\b(?![=:])")
+
+# CamelCase made of Title-case words, an acronym prefix and one digit run allowed:
+# SecretStr, OAuthToken, Ed25519PrivateKey, PKCS7PrivateKeyTypes. Random mixed case rarely fits.
+_TYPE_LIKE = re.compile(
+    r"(?:[A-Z]{1,5}\d{0,3})?[A-Z][a-z]{1,15}(?:[A-Z][a-z]{2,15}){0,5}"
+    r"(?:\d{1,6}(?:[A-Z][a-z]{2,15}){1,5})?"
+)
+
+_TYPE_ABBREVIATIONS = frozenset(
+    "Str Dsn Url Xml Sql Ssl Tls Jwt Src Ptr Ctx Cfg Msg Pwd Db Id Io Fn Rx Tx".split()
+)
+
+_UNION_NEXT = re.compile(r"[ \t]*\|")
+
+# API keys and tokens use this alphabet; `{`, `(`, `|`, `\` and friends mean code or syntax.
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9+/=_\-.~%]+")
+
+_PW_WORDS = frozenset("password passwd passwort passphrase passcode pwd pass pw pword".split())
+
+_SECRET_WORDS = frozenset("secret secrets token apikey credential credentials".split())
+
+_SECRET_SUFFIXES = (
+    "secret",
+    "token",
+    "apikey",
+    "accesskey",
+    "secretkey",
+    "privatekey",
+    "authkey",
+    "signingkey",
+    "masterkey",
+    "accountkey",
+)
+
+# "<qualifier> key" is a credential; a bare "key" is only weak evidence.
+_KEY_QUALIFIERS = frozenset(
+    """
+    api access secret private auth signing encryption encrypt decryption master account app
+    application session shared subscription client consumer license licence hmac webhook
+    service storage primary secondary admin server sas ssh crypto aes jwt bot backup repo
+    repository restic recovery
+    """.split()
+)
+
+_WEAK_WORDS = frozenset(
+    "key auth sig signature cookie session salt hmac sas cred creds otp jwt bearer passkey".split()
+)
+
+_WEAK_FRAGMENTS = ("password", "passwd", "secret", "token", "apikey", "privatekey", "accesskey")
+
+# Trailing key words that make the key describe something about a secret, not hold one.
+VETO_LAST = frozenset(
+    """
+    hash hashed digest checksum sha sha1 sha256 sha512 md5 crc id ids name names file files
+    filename path paths dir url urls uri endpoint host length len count counts size type
+    types kind ttl expiry expires expiration lifetime timeout policy field fields header
+    param prefix suffix format regex pattern pat env var ref hint label description desc help
+    prompt min max limit mode method strategy provider store manager reset rotation enabled
+    required location version usage budget encoding algorithm alg index column table arn
+    fingerprint rule rules scope scopes source
+    """.split()
+)
+
+_KEY_SUFFIXES = frozenset("value val b64 base64 str string raw plain enc encoded base hex".split())
+
+_SHELL_VARS = frozenset({"pwd", "oldpwd"})
+_WIFI_WORDS = frozenset("wifi wpa wpa2 wpa3 wlan psk network".split())
+
+
+def _key_segments(key: str) -> list[str]:
+    segs = [s.lower() for s in _SEG_SPLIT.split(_CAMEL_SPLIT.sub("_", key)) if s]
+    while len(segs) > 1 and segs[-1] in _KEY_SUFFIXES:
+        segs.pop()
+    return segs
+
+
+@lru_cache(maxsize=4096)  # a vault repeats the same few key names endlessly
+def _classify_key(key: str) -> tuple[str, str] | None:
+    """(tier, kind) for a credential-looking key, else None. Tier: password/secret/weak."""
+    segs = _key_segments(key)
+    if not segs or segs[-1] in VETO_LAST or "public" in segs or "publishable" in segs:
+        return None
+    last = segs[-1]
+    prev = segs[-2] if len(segs) > 1 else ""
+    joined = "".join(segs)
+    if last in _PW_WORDS or last.endswith(("password", "passwd", "passphrase")):
+        return None if joined in _SHELL_VARS else ("password", "password")
+    if last == "key" and prev in _WIFI_WORDS:  # "WPA2 key: …" is the Wi-Fi password
+        return "password", "password"
+    if (
+        last in _SECRET_WORDS
+        or last.endswith(_SECRET_SUFFIXES)
+        or (last == "key" and prev in _KEY_QUALIFIERS)
+    ):
+        if ("aws" in joined and "secret" in joined) or "secretaccesskey" in joined:
+            return "secret", "aws_secret_key"
+        if (
+            "azure" in joined
+            or "ocpapim" in joined
+            or joined.endswith(("accountkey", "sharedaccesskey"))
+        ):
+            return "secret", "azure_key"
+        if "twilio" in joined:
+            return "secret", "twilio"
+        return "secret", "secret"
+    if last in _WEAK_WORDS or any(f in joined for f in _WEAK_FRAGMENTS):
+        return "weak", "generic_high_entropy"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Site:
+    """Where a value sits: enough syntax to tell a literal from code or prose."""
+
+    key: str
+    quoted: bool
+    sep: str  # ":", "=", ":=", "=>", ",", "ann" (``key: type =``) or " " (``--flag value``)
+    spaced: bool  # whitespace before the separator or between it and the value
+    tight: bool  # no whitespace between separator and value
+    follow: str  # the character right after the value
+    text: str
+    end: int
+
+
+def _is_type_name(v: str) -> bool:
+    """CamelCase of real words: each holds a vowel, bar acronyms and common abbreviations."""
+    if not (_TYPE_LIKE.fullmatch(v) and is_wordy(DIGITS.sub("", v))):
+        return False
+    words = CAMEL_WORD.findall(v)
+    return all(
+        w in _TYPE_ABBREVIATIONS or VOWEL.search(w)
+        for w in words
+        if len(w) >= 2 and not w.isupper()
+    )
+
+
+def _unquoted_is_literal(v: str, site: _Site) -> bool:
+    """False when an unquoted value is code, a type, a flag or the start of a sentence."""
+    if v[0] in "!&*@(-:" or "(" in v or "[" in v:  # YAML tag/alias, call, index, next flag
+        return False
+    if is_code_ref(v):
+        return False
+    if site.sep == ":" and not site.key.isupper() and _is_type_name(v):
+        return False  # a type annotation: `password: SecretStr`, `key: Ed25519PrivateKey`
+    if _UNION_NEXT.match(site.text, site.end) and (is_wordy(v) or _is_type_name(v)):
+        return False  # `key: bytes | None`, but not a value in a table cell
+    if v.isascii() and v.isalpha() and _AFTER_WORD.match(site.text, site.end):
+        return False  # "token: the smallest unit of text" is prose
+    if site.sep == " " and "=" in v.rstrip("="):
+        return False  # `--secrets KEY=value`: the flag takes an assignment, judged on its own
+    if site.follow in "'`" and is_wordy(v):
+        return False  # "pre-pass: zsh's": cut at an apostrophe, so a word in a sentence
+    if is_identifier(v) and ((site.sep == "=" and site.spaced) or site.sep in (":=", "=>")):
+        return False  # `a_signature = maximum_filter1d_signature`: a variable
+    if is_wordy(v):
+        # A bare word is a literal in `.env` (KEY=word) and YAML (key: word), but a variable
+        # in code (`password = user_pw`, `f(password=pw)`, `{token: tok,}`) and a word in
+        # prose (`--password option`, `passwd:dir`).
+        if site.sep in (" ", ":=", "=>") or site.follow in ",)":
+            return False
+        if site.follow == ";" and site.spaced:  # JS `pw = input;`, but not ADO `Password=x;`
+            return False
+        if (site.sep == "=" and site.spaced) or (site.sep == ":" and site.tight):
+            return False
+    return True
+
+
+def _judge(tier: str, kind: str, raw: str, v: str, site: _Site) -> str:
+    """The kind to redact ``v`` as, or '' to keep it. ``raw`` is before trimming."""
+    if is_placeholder(raw) or is_placeholder(v) or "://" in v or is_path(v):
+        return ""
+    if any(ch.isspace() for ch in v) and (tier != "password" or is_prose(v)):
+        return ""  # tokens have no spaces; a spaced password is kept only if not prose
+    if not site.quoted and not _unquoted_is_literal(v, site):
+        return ""
+    if v.isdigit() and len(v) <= 5:  # counts, ports, sizes
+        return ""
+    if is_wordy(v) and _CRED_WORD.search(v):  # "challengePassword", "my-secret-token"
+        return ""
+    if tier == "password":
+        return kind if len(v) >= 3 and not is_multiword(v) else ""
+    if tier == "secret":
+        return kind if looks_random(v) else ""
+    if ":" in v and "://" not in v:
+        # `BOT_AUTH=123456789:AAx…`, `PROXY_AUTH=id:secret`: judge the part after the colon.
+        head, _, v = v.rpartition(":")
+        if not head or not _TOKEN_CHARS.fullmatch(head):
+            return ""
+    if not _TOKEN_CHARS.fullmatch(v):
+        return ""
+    if userpass_b64(v):
+        return "basic_auth"
+    return kind if high_entropy(v) else ""
+
+
+def _compound_key(text: str, key_start: int, key: str) -> str:
+    """Join a prose label like "API key" / "Client Secret" into one key."""
+    if key.lower() not in ("key", "secret", "token"):
+        return key
+    m = _PREV_WORD.search(text, max(0, key_start - 30), key_start)
+    return f"{m.group(1)}_{key}" if m else key
+
+
+def _separator(m: re.Match[str]) -> str:
+    if m.group("ann") is not None:
+        return "ann"
+    if m.group("ws") is not None:
+        return " "
+    return m.group("sep") or ""
+
+
+KEY_HINT_WORDS = tuple(_KEY_HINT.pattern.removeprefix("(?i)").split("|"))
+
+
+def redact_assignments(note: Note, counts: Counter[str]) -> str:
+    text = note.text
+    edits: list[Edit] = []
+    pos = 0
+    lines = note.lines(KEY_HINT_WORDS)
+    line = 0
+    while line < len(lines):
+        line_start, line_end = lines[line]
+        if pos >= line_end:
+            line += 1
+            continue
+        # Keys and separators never span lines, so the search is bounded by the line; the
+        # value is still read from the whole text.
+        m = _ASSIGN_RE.search(text, max(pos, line_start), line_end)
+        if m is None:
+            line += 1
+            continue
+        # Resume right after the key: what followed may hold the real assignment
+        # (`$env:API_KEY = ...` first matches key `env` with an "annotation").
+        pos = m.end("key")
+        key = m.group("key").rstrip(".-")
+        key_start = m.start("key")
+        if not _KEY_HINT.search(key) or text.startswith(MARK, key_start - len(MARK)):
+            continue
+        sep = _separator(m)
+        sep_start = m.start("sep") if sep not in ("ann", " ") else m.end("key")
+        if sep == ":" and text[sep_start - 1] in " \t":
+            continue  # "pass :role:" is prose; YAML, JSON and env put ':' right after the key
+        classified = _classify_key(_compound_key(text, key_start, key))
+        if classified is None:
+            continue
+        vm = _VALUE_RE.match(text, m.end())
+        if vm is None:
+            continue
+        quoted = vm.group("q") is not None
+        # `setenv("API_KEY", "v")` only: a bare `"a", "b"` is any list or tuple.
+        if sep == "," and not (
+            quoted
+            and (key.isupper() or "_" in key)  # an env-var name, not `scrypt("password", salt)`
+            and _CALL_OPEN.search(text, max(0, key_start - 20), key_start - 1)
+        ):
+            continue
+        start, end = vm.span("qv" if quoted else "uv")
+        raw = value = text[start:end]
+        if not quoted:
+            value = raw.rstrip(".:*")  # a final "!" is part of a password far more often
+            end = start + len(value)
+            if not value:
+                continue
+        site = _Site(
+            key=key,
+            quoted=quoted,
+            sep=sep,
+            spaced=text[sep_start - 1] in " \t" or bool(vm.group("pad").strip("*")),
+            tight=not vm.group("pad").strip("*"),
+            follow=text[vm.end() : vm.end() + 1],
+            text=text,
+            end=end,
+        )
+        kind = _judge(*classified, raw, value, site)
+        if kind:
+            edits.append((start, end, marker(kind)))
+            counts[kind] += 1
+            pos = vm.end()
+    return splice(text, edits)

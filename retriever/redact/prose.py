@@ -1,0 +1,244 @@
+"""Credentials written as sentences and labels, English and French.
+
+A *label* names the secret ("the Wi-Fi password", "mot de passe", "restic repo key", "API
+token"); a few qualifying words may follow ("for the guest network", "du NAS", "(router)"),
+then a *separator* (``:``, ``=``, ``::``, ``→``, a table's ``|``, "is", "was changed to",
+"est", "c'est"...) and the value. Without a separator only a value that could not be prose
+is taken ("Wi-Fi HomeNet password violet-rocket-maple-42").
+
+Each label has a tier that says what its value must look like (:mod:`prose_values`):
+``password`` (passphrases, human passwords, random characters), ``key`` (base64 or hex key
+material) and ``token`` (long random strings). Login pairs ("login: admin / secret", "user
+admin pass secret") are read by :mod:`logins`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+
+from retriever.redact.assign import VETO_LAST
+from retriever.redact.core import MARK, Edit, Note, keep_first, marker
+from retriever.redact.prose_values import key_material_ok, password_ok, token_ok
+from retriever.redact.values import HEXLIKE
+
+SPACES = r"[ \t]+"  # a space between the words of a label
+_PW_LABEL = (
+    r"pass(?:word|phrase|code|wd)s?|pwd|pw|pass(?=[ \t]*[:=]|[ \t]+(?:is|was|est)\b)"
+    r"|mots?"
+    + SPACES
+    + r"de"
+    + SPACES
+    + r"passe|mdp|phrase"
+    + SPACES
+    + r"(?:secr[eè]te|de"
+    + SPACES
+    + "passe)"
+    r"|code" + SPACES + r"(?:(?:du|de)" + SPACES + r")?(?:wi-?fi|d['’]acc[eè]s)"
+    r"|(?:wi-?fi|access)" + SPACES + "code"
+    r"|network" + SPACES + "security" + SPACES + "key"
+    r"|cl[eé]f?"
+    + SPACES
+    + "de"
+    + SPACES
+    + r"s[eé]curit[eé](?:"
+    + SPACES
+    + r"(?:du"
+    + SPACES
+    + r")?r[eé]seau)?"
+    r"|(?:wi-?fi|wlan|wpa2?|network|r[eé]seau)" + SPACES + "key"
+    r"|cl[eé]f?" + SPACES + r"(?:du" + SPACES + r")?(?:wi-?fi|wpa2?|r[eé]seau)"
+    r"|wi-?fi(?=[ \t]*(?:::|:[ \t]))"
+)
+_KEY_LABEL = (
+    r"(?:encryption|decryption|master|backup|recovery|unlock|luks|age|vault|signing|secret"
+    r"|private|(?:restic" + SPACES + r")?repo(?:sitory)?|restic|bitlocker|unseal)" + SPACES + "key"
+    r"|cl[eé]f?" + SPACES + r"du" + SPACES + r"d[eé]p[oô]t"
+    r"|cl[eé]f?" + SPACES + r"(?:de" + SPACES + r"|d['’])?"
+    r"(?:chiffrement|d[eé]chiffrement|r[eé]cup[eé]ration|ma[iî]tre|secr[eè]te|priv[eé]e"
+    r"|sauvegarde|d[eé]verrouillage)"
+)
+_TOKEN_LABEL = (
+    r"api" + SPACES + r"(?:key|token|secret)|apikey"
+    r"|(?:access|auth|bot|bearer|webhook|admin|app|client|personal"
+    + SPACES
+    + "access|refresh|session)"
+    + SPACES
+    + r"(?:token|secret)"
+    r"|cl[eé]f?" + SPACES + r"(?:d['’])?api"
+)
+# Bare words: only with a separator ("the token for the bot: X"), never "token X".
+_WEAK_LABEL = r"(?P<weak_key>key)|(?P<weak_token>token|secret|jeton)"
+# Matched in the lowercase twin of the text (much faster than a case-insensitive regex).
+LABEL_RE = re.compile(
+    rf"(?<![\w-])(?:(?P<password>{_PW_LABEL})|(?P<key>{_KEY_LABEL})|(?P<token>{_TOKEN_LABEL})"
+    rf"|{_WEAK_LABEL})(?![\w-])"
+)
+# Lowercase substrings that every label holds one of: only those lines are searched. Lines
+# with "key" are kept only when it is a word ("HKEY_", "monkey" are not).
+_LABEL_HINTS = (
+    "pass",
+    "mdp",
+    "pw",
+    "wifi",
+    "wi-fi",
+    "code d",
+    "access code",
+    "clé",
+    "clef",
+    "cle d",
+    "token",
+    "secret",
+    "jeton",
+)
+_KEY_HINT = "key"
+_KEY_WORD = re.compile(r"(?<![a-z0-9_-])key|apikey")  # a word, not HKEY_ or monkey
+
+# Words that may sit between the label and its separator: "for the router", "du NAS",
+# "(guest)", "for https://nas.local", "'Guest'". Never a sentence end, never a separator.
+_QUAL_WORD = r"(?:\([^\s()]{1,30}\)|(?:[^\s:=|.!?;()\[\]]|[.!?;](?=\S)|:(?=//)){1,40})"
+_QUALIFIER = rf"(?P<qual>(?:[ \t]+{_QUAL_WORD}){{0,5}}?)"
+_VERB = (
+    r"(?:is|was|has"
+    + SPACES
+    + r"been|a"
+    + SPACES
+    + r"[ée]t[ée])"
+    + SPACES
+    + r"(?:set|changed|reset|updated|chang[ée]|mis)"
+    r"|is|was|are|were|est|[ée]tait|c['’]est|sera|reste|remains|became|devient"
+)
+_SEP = (
+    r"(?:[ \t]*(?P<sep>::|:=|=>|->|→|:(?![/\\])|[=|–—])|[ \t]+-(?=[ \t])(?P<dash>)"
+    rf"|[ \t]+(?P<verb>(?:{_VERB})(?:{SPACES}(?:now|still|maintenant|toujours|d[ée]sormais))?"
+    r"(?:" + SPACES + r"(?:to|en|à|pour|:))?)(?![\w-]))"
+)
+_AFTER_SEP = re.compile(_QUALIFIER + _SEP + r"[ \t]*:?[ \t]*", re.IGNORECASE)
+_OPENERS = "`\"'*“«‘([_"
+_VALUE = re.compile(r"[^\s`\"'*”»’<>|]{1,200}")
+VALUE_TRIM = ".,;:)]}\"'`*”»’"
+# What may follow a label that ends its line: a colon, emphasis, a closing bracket.
+_LABEL_TAIL = re.compile(r"[ \t]*(?:\*\*|__)?[ \t]*:?[ \t]*(?:\*\*|__)?[ \t]*\r?")
+# A line holding one token (in a list, a quote, backticks): a value under its label.
+_LONE_VALUE = re.compile(
+    r"[ \t]*(?:[-*+>][ \t]+)?[`\"'«“*]*[ \t]*(?P<v>[^\s`\"'»”*<>|]{1,200})[`\"'»”*]*[ \t]*\r?"
+)
+# Up to three words after a label with no separator: "mdp wifi X", "password X".
+_NEXT_WORD = re.compile(r"[ \t]+([^\s]{1,200})")
+
+_Check = Callable[[str, bool], bool]
+CHECKS: dict[str, tuple[str, _Check]] = {
+    "password": ("password", password_ok),
+    "key": ("secret", key_material_ok),
+    "token": ("secret", token_ok),
+    # "key: <sha256>" is a hash far more often than a key: base64 only.
+    "weak_key": ("secret", lambda v, _: not HEXLIKE.fullmatch(v) and key_material_ok(v, True)),
+    "weak_token": ("secret", lambda v, _: token_ok(v, False)),
+}
+
+
+def _take_value(text: str, pos: int, end: int) -> tuple[int, str] | None:
+    """The value starting at ``pos`` (past opening quotes and emphasis), trimmed."""
+    while pos < end and (text[pos] in _OPENERS or text[pos] in " \t"):
+        pos += 1
+    m = _VALUE.match(text, pos, end)
+    if m is None or text.startswith(MARK, pos):
+        return None
+    value = m.group().rstrip(VALUE_TRIM)
+    if value.endswith(("!", "?")) and not value.rstrip("!?"):
+        return None
+    return pos, value
+
+
+def _labelled_edit(text: str, label: re.Match[str], end: int) -> Edit | None:
+    tier = label.lastgroup or "password"
+    kind, ok = CHECKS[tier]
+    tail = _LABEL_TAIL.fullmatch(text, label.end(), end)
+    if tail is not None:  # "**Wi-Fi password:**" ends its line: the value is below
+        return _edit_below(text, label, tail.group(), end, tier)
+    after = _AFTER_SEP.match(text, label.end(), end)
+    if after is not None:
+        if any(w.strip("()'\"`*").lower() in VETO_LAST for w in after.group("qual").split()):
+            return None  # "password hash: …", "key fingerprint is …"
+        found = _take_value(text, after.end(), end)
+        if found is None or not ok(found[1], False):
+            return None
+        return found[0], found[0] + len(found[1]), marker(kind)
+    if tier.startswith("weak"):
+        return None
+    return _unseparated_edit(text, label, end, kind, ok)
+
+
+def _edit_below(text: str, label: re.Match[str], tail: str, end: int, tier: str) -> Edit | None:
+    """A label alone on its line, the value alone on the next. A colon, bold or a heading
+    says the value is coming; a bare label at a line's end needs a strict value."""
+    kind, ok = CHECKS[tier]
+    explicit = ":" in tail or "*" in tail or text[label.start() - 2 : label.start()] == "# "
+    if tier.startswith("weak") and not explicit:
+        return None
+    found = _next_line_value(text, end)
+    if found is None or not ok(found[1], not explicit):
+        return None
+    return found[0], found[0] + len(found[1]), marker(kind)
+
+
+def _next_line_value(text: str, end: int) -> tuple[int, str] | None:
+    """The lone token on the next non-blank line (past one code-fence line): a value
+    written under its label."""
+    pos, fences = end + 1, 0
+    for _ in range(4):
+        if pos > len(text):
+            return None
+        stop = text.find("\n", pos)
+        stop = len(text) if stop < 0 else stop
+        line = text[pos:stop]
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")) and fences == 0:
+            fences += 1
+        elif stripped:
+            m = _LONE_VALUE.fullmatch(text, pos, stop)
+            if m is None or text.startswith(MARK, m.start("v")):
+                return None
+            value = m.group("v").rstrip(VALUE_TRIM)
+            return (m.start("v"), value) if value else None
+        pos = stop + 1
+    return None
+
+
+def _unseparated_edit(
+    text: str, label: re.Match[str], end: int, kind: str, ok: _Check
+) -> Edit | None:
+    """ "Wi-Fi HomeNet password X", "mdp wifi X": one of the next three words, if strict."""
+    pos = label.end()
+    for _ in range(3):
+        m = _NEXT_WORD.match(text, pos, end)
+        if m is None:
+            return None
+        word = m.group(1)
+        found = _take_value(text, m.start(1), end)
+        if found is not None and ok(found[1], True):
+            return found[0], found[0] + len(found[1]), marker(kind)
+        if not word.isalpha() or word.lower() in VETO_LAST:
+            return None  # only plain words ("wifi", "for", "du") stand between
+        pos = m.end()
+    return None
+
+
+def label_lines(note: Note) -> list[tuple[int, int]]:
+    low = note.low
+    spans = note.lines(_LABEL_HINTS)
+    keys = [(a, b) for a, b in note.lines((_KEY_HINT,)) if _KEY_WORD.search(low, a, b)]
+    return sorted(set(spans) | set(keys)) if keys else spans
+
+
+def redact_prose(note: Note, counts: Counter[str]) -> str:
+    """Credentials written as sentences: "the wifi password is …", "clé de chiffrement : …"."""
+    text, low = note.text, note.low
+    edits: list[Edit] = []
+    for start, end in label_lines(note):
+        for label in LABEL_RE.finditer(low, start, end):
+            edit = _labelled_edit(text, label, end)
+            if edit is not None:
+                edits.append(edit)
+    return keep_first(text, edits, counts)

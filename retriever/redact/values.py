@@ -1,0 +1,210 @@
+"""Value heuristics: is this string a placeholder, a word, a name, or random enough to be a secret?"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+from collections import Counter
+
+from retriever.redact.core import MARK
+
+_LOWER = re.compile(r"[a-z]")
+
+_UPPER = re.compile(r"[A-Z]")
+
+DIGIT = re.compile(r"[0-9]")
+
+DIGITS = re.compile(r"\d+")
+
+CAMEL_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+_CONSONANTS = re.compile(r"[^aeiouyAEIOUY]{4}")
+
+VOWEL = re.compile(r"[aeiouyAEIOUY]")
+
+_WORD_SPLIT = re.compile(r"[-_.:\s/]+")  # also splits xs:anyURI
+
+_ALNUM_SPLIT = re.compile(r"[^A-Za-z0-9]+")
+
+HEXLIKE = re.compile(r"[0-9a-f]+|[0-9A-F]+")
+
+UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+
+B64 = re.compile(r"[A-Za-z0-9+/_\-]+=*")
+
+MASK_CHARS = frozenset("xX*•#0")
+
+# Values that are obviously not a secret when they stand alone (compared lowercased).
+_KEEP_WORDS = frozenset(
+    """
+    true false yes no on off none null nil undefined nan empty unset blank tbd tba todo fixme
+    n/a na - required optional hidden masked redacted sensitive encrypted hashed default
+    string str bytes text varchar char int integer number bool boolean object any unknown
+    secretstr secretbytes password passwd passphrase passcode pass pwd secret secrets token
+    tokens key apikey api_key credential credentials auth bearer basic changeme change_me
+    changeit example sample test dummy placeholder value env environment foo bar baz
+    """.split()
+)
+
+# A value containing one of these words is a placeholder (``your-token-here``).
+_PLACEHOLDER_WORDS = frozenset(
+    "your yours example placeholder changeme replaceme dummy redacted sample insert here".split()
+)
+
+
+def entropy(s: str) -> float:
+    n = len(s)
+    return -sum(c / n * math.log2(c / n) for c in Counter(s).values())
+
+
+def alnum_classes(s: str) -> int:
+    return bool(_LOWER.search(s)) + bool(_UPPER.search(s)) + bool(DIGIT.search(s))
+
+
+def is_masked(s: str) -> bool:
+    """``xxxx``, ``****``, ``sk-proj-XXXXXXXX``, ``0000``: a masked or dummy value."""
+    if len(s) >= 3 and len(set(s)) <= 2:
+        return True
+    return sum(ch in MASK_CHARS for ch in s) * 2 >= len(s)
+
+
+def is_wordy(s: str) -> bool:
+    """Plain words or an identifier made of words (``my-app-key``, ``OAuthToken``).
+
+    Random letters split into tiny camel-case pieces; a lone lowercase run of random
+    letters usually holds four consonants in a row. About one random letters-only string
+    in five still passes, which is why callers only use this to spot prose and code.
+    """
+    words: list[str] = []
+    for part in _WORD_SPLIT.split(s):
+        if not part:
+            continue
+        if not (part.isascii() and part.isalpha()):
+            return False
+        pieces = CAMEL_WORD.findall(part)
+        # One-letter pieces: only a leading capital, as in OAuth or X-Header.
+        if any(len(w) == 1 for w in pieces[1:]) or (
+            len(pieces) > 1 and len(pieces[0]) == 1 and pieces[0].islower()
+        ):
+            return False
+        words.extend(pieces)
+    if not words or max(map(len, words)) > 24 or sum(map(len, words)) < 2.5 * len(words):
+        return False
+    return not (len(words) == 1 and words[0].islower() and _CONSONANTS.search(words[0]))
+
+
+def is_multiword(s: str) -> bool:
+    parts = [p for p in _WORD_SPLIT.split(s) if p]
+    return len(parts) >= 2 and all(p.isascii() and p.isalpha() for p in parts)
+
+
+def is_placeholder(value: str) -> bool:
+    s = value.strip()
+    if s.startswith(MARK) or is_masked(s):
+        return True
+    s = s.strip("*_ ")  # markdown emphasis around a template value: **<password>**
+    if not s or s.startswith(("&lt;", "&#")):  # HTML-escaped <placeholder>
+        return True
+    low = s.lower()
+    if low in _KEEP_WORDS or s[0] in "$%<{[":  # ${VAR}, $VAR, %(x)s, <your-key>, {{ v }}, [..]
+        return True
+    if "..." in s or "…" in s or low.startswith(("enc[", "vault:")):
+        return True
+    if any(
+        w.lower() in _PLACEHOLDER_WORDS
+        for part in _ALNUM_SPLIT.split(s)
+        if part.isalpha()  # a part with digits in it is a random run, not a word
+        for w in CAMEL_WORD.findall(part)
+    ):
+        return True
+    return is_masked(s)
+
+
+def looks_random(v: str) -> bool:
+    """Loose test for a value under an explicit secret key (``api_key``, ``token``)."""
+    if len(v) < 8:
+        return False
+    # Long mixed-case letters with no separator are random more often than a word.
+    if is_wordy(v) and (len(v) < 16 or not v.isalpha() or v.islower() or v.isupper()):
+        return False
+    ent = entropy(v)
+    return (alnum_classes(v) >= 2 and ent >= 2.5) or (len(v) >= 16 and ent >= 3.0)
+
+
+def high_entropy(v: str) -> bool:
+    """Strict test for a value under an ambiguous key (``key``, ``session``, ``sig``)."""
+    if len(v) < 20 or is_wordy(v) or HEXLIKE.fullmatch(v) or UUID.fullmatch(v):
+        return False  # hex and UUIDs there are hashes and ids far more often than secrets
+    # Real tokens this long almost always mix in digits; CamelCase identifiers do not.
+    return alnum_classes(v) >= 2 and bool(DIGIT.search(v)) and entropy(v) >= 3.3
+
+
+def is_word_chain(s: str) -> bool:
+    """Short alphabetic parts joined by separators: ``sk-learn-style-pipelines-for-ml``."""
+    parts = [p for p in _WORD_SPLIT.split(s) if p]
+    return len(parts) >= 2 and all(p.isascii() and p.isalpha() and len(p) <= 16 for p in parts)
+
+
+def vendor_ok(token: str) -> bool:
+    """A vendor-shaped token that is not a documented example, a mask or made of words."""
+    return not (is_masked(token) or "example" in token.lower() or is_word_chain(token))
+
+
+def userpass_b64(v: str) -> bool:
+    """True when ``v`` is base64 of ``user:password`` (HTTP Basic credentials)."""
+    if len(v) < 8 or len(v) % 4:
+        return False
+    try:
+        raw = base64.b64decode(v, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return False
+    user, sep, pw = raw.partition(":")
+    return bool(sep and user and pw) and raw.isprintable()
+
+
+_DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
+
+_PATH = re.compile(r"(?:~|\.{1,2})?/[\w.\-/]*|[A-Za-z]:\\\S*")
+
+_FILE_EXT = re.compile(
+    r"\.(?:pem|key|crt|cer|der|p12|pfx|jks|keystore|json|ya?ml|toml|ini|cfg|conf|env|txt|gpg|asc)$",
+    re.IGNORECASE,
+)
+
+_WORD_TOKEN = re.compile(r"[(\"'`]?[A-Za-z][a-z]+(?:['’-][a-z]+)*[.,;:!?)\"'`]*")
+
+# snake_case parts: a word with an optional number or short tag (filter1d, v2, 256).
+_SNAKE_IDENT = re.compile(
+    r"(?:[A-Za-z]+\d*[A-Za-z]{0,2}|\d+)(?:_+(?:[A-Za-z]+\d*[A-Za-z]{0,2}|\d+))+"
+)
+
+
+def is_path(v: str) -> bool:
+    if _FILE_EXT.search(v):
+        return True
+    if not _PATH.fullmatch(v):
+        return False
+    # Base64 can start with '/': a path has short, word-like segments.
+    return all(len(seg) < 16 or not looks_random(seg) for seg in v.split("/"))
+
+
+def is_prose(v: str) -> bool:
+    """Several space-separated tokens, at least half of them plain words."""
+    toks = v.split()
+    words = sum(bool(_WORD_TOKEN.fullmatch(t)) for t in toks)
+    return len(toks) >= 2 and words * 2 >= len(toks)
+
+
+def is_identifier(v: str) -> bool:
+    """A snake_case name made of words, digits allowed (``filter1d_signature``)."""
+    return bool(_SNAKE_IDENT.fullmatch(v)) and is_wordy(DIGITS.sub("", v))
+
+
+def is_code_ref(v: str) -> bool:
+    """``self.token``, ``os.environ``, ``_lib.NID_aes_256_cbc``: an attribute path."""
+    if not _DOTTED.fullmatch(v):
+        return False
+    parts = [DIGITS.sub("", p).replace("$", "") for p in v.split(".")]
+    return sum(is_wordy(p) for p in parts if p) * 2 >= len(parts)

@@ -1,0 +1,503 @@
+"""Credentials the way people paste them into notes, and the text around them that must
+survive: Dataview inline fields, Kubernetes Secrets, passwords and keys written as prose
+(English and French), bot tokens with a colon, positional credentials in code, credential
+columns of tables. Then the keep-list: documentation, placeholders, hashes and names.
+
+Every secret is built at test time from seeded random parts (a failure names its seed); no
+credential-shaped literal is committed. Each positive case checks the exact output: the
+secret, and only the secret, became its marker, so the label and the sentence survive.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import string
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from retriever.redact import redact
+
+ALNUM = string.ascii_letters + string.digits
+HEX = "0123456789abcdef"
+WORDS = (
+    "correct horse battery staple orange river cloud piano tiger maple ocean violet rocket "
+    "pencil garden silver candle forest yellow window marble castle"
+).split()
+SEEDS = range(3)  # each case runs with three different generated secrets
+
+
+# --------------------------------------------------------------------------- generators
+
+
+def rand(rng: random.Random, n: int, alphabet: str = ALNUM) -> str:
+    """``n`` characters holding a lowercase letter, a capital and a digit, as tokens do."""
+    classes = (string.ascii_lowercase, string.ascii_uppercase, string.digits)
+    needed = [c for c in classes if set(c) & set(alphabet)]
+    while True:
+        s = "".join(rng.choice(alphabet) for _ in range(n))
+        if n < len(needed) or all(set(s) & set(c) for c in needed):
+            return s
+
+
+def passphrase(rng: random.Random) -> str:
+    """Words joined by dashes plus a number, in the styles people use."""
+    words = rng.sample(WORDS, rng.choice((3, 4)))
+    style = rng.choice(("lower", "title", "dots"))
+    if style == "title":
+        words = [w.title() for w in words]
+    sep = "." if style == "dots" else "-"
+    return sep.join(words) + sep + str(rng.randint(10, 99))
+
+
+def human_password(rng: random.Random) -> str:
+    """A word, a year and a symbol: Summer2024!"""
+    return rng.choice(WORDS).title() + str(rng.randint(1990, 2030)) + rng.choice("!#$%@")
+
+
+def random_password(rng: random.Random) -> str:
+    middle = list(rand(rng, 14) + rng.choice("#%^+?@") + rng.choice("#%^+?@"))
+    rng.shuffle(middle)
+    return rng.choice(string.ascii_letters) + "".join(middle) + rng.choice(string.digits)
+
+
+def any_password(rng: random.Random) -> str:
+    return rng.choice((passphrase, human_password, random_password))(rng)
+
+
+def b64_key(rng: random.Random, n: int = 32) -> str:
+    return base64.b64encode(rng.randbytes(n)).decode()
+
+
+def hex_key(rng: random.Random) -> str:
+    return rng.randbytes(32).hex()
+
+
+def bitlocker(rng: random.Random) -> str:
+    return "-".join(f"{rng.randrange(65536) * 11:06d}" for _ in range(8))
+
+
+def telegram(rng: random.Random) -> str:
+    bot_id = str(rng.randint(10**8, 10**10 - 1))
+    body = rand(rng, 35, ALNUM + "_-")
+    return bot_id + ":" + (("AA" + body[2:]) if rng.random() < 0.5 else body)
+
+
+def id_secret(rng: random.Random) -> str:
+    return f"svc{rng.randint(1000, 999999)}:{rand(rng, 32)}"
+
+
+def sid(rng: random.Random, prefix: str) -> str:
+    return prefix + "".join(rng.choice(HEX) for _ in range(32))
+
+
+# --------------------------------------------------------------------------- positive cases
+
+
+@dataclass(frozen=True)
+class Case:
+    kind: str
+    template: str  # "{s}" is the secret; "{sk}", "{ac}", "{user_pw}" are filled too
+    make: Callable[[random.Random], str]
+
+
+def _cases(kind: str, make: Callable[[random.Random], str], *templates: str) -> list[Case]:
+    return [Case(kind, t, make) for t in templates]
+
+
+INLINE_FIELDS = [
+    *_cases(
+        "password",
+        any_password,
+        "password:: {s}",
+        "- password:: {s}",
+        "**password**:: {s}",
+        "Wi-Fi password:: {s}",
+        "The NAS admin [password:: {s}] changes every spring.",
+        "mot de passe:: {s}",
+        "mdp:: {s}",
+        "| router | password:: {s} |",
+    ),
+    *_cases(
+        "secret",
+        lambda rng: rand(rng, 40),
+        "api_token:: {s}",
+        "- api_token:: {s}",
+        "Bot token is here (api_token:: {s}) for the home bot.",
+    ),
+]
+
+PROSE_PASSWORDS = _cases(
+    "password",
+    any_password,
+    "the password is {s}",
+    "The router password is {s} until Monday.",
+    "password for the router: {s}",
+    "Password for 'Guest': {s}",
+    "The Wi-Fi password for the guest network is {s}",
+    "password (router): {s}",
+    "The password was changed to {s} last week.",
+    "the password is: {s}",
+    "new password → {s}",
+    "mot de passe : {s}",
+    "Le mot de passe du NAS est « {s} ».",
+    "le mot de passe est maintenant {s}",
+    "mdp: {s}",
+    "le mdp c'est {s}",
+    "code wifi : {s}",
+    "Code WiFi: {s}",
+    "clé wifi : {s}",
+    "WPA2 key: {s}",
+    "login: admin / {s}",
+    "Login : admin / {s}",
+    "identifiants : admin / {s}",
+    "creds: admin / {s}",
+    "user admin pass {s}",
+    "user: admin, password {s}",
+    "utilisateur : admin / mot de passe : {s}",
+    "Wifi: HomeNet / {s}",
+    "**Password:** `{s}`",
+    "| Password | {s} |",
+)
+
+# No separator: the value must look like no word of a sentence ever does.
+PROSE_UNSEPARATED = _cases(
+    "password",
+    lambda rng: rng.choice((passphrase, random_password))(rng),
+    "Wi-Fi HomeNet password {s}",
+    "mdp wifi {s}",
+    "NAS admin password {s}",
+)
+
+KEY_MATERIAL = [
+    *_cases(
+        "secret",
+        lambda rng: rng.choice((b64_key, hex_key))(rng),
+        "The encryption key is {s}",
+        "encryption key: {s}",
+        "restic repo key: {s}",
+        "Keep the restic repository key ({s}) in the safe.",
+        "master key = {s}",
+        "Encryption key (AES-256): {s}",
+        "clé de chiffrement : {s}",
+        "clé de chiffrement du dépôt : {s}",
+        "La clé de chiffrement est {s}",
+        "Encryption key for Duplicati: {s}",
+    ),
+    *_cases("secret", b64_key, "backup key {s}", "the key for the backups is {s}"),
+    *_cases("password", b64_key, "repository password: {s}", "restic repository password is {s}"),
+    *_cases("secret", bitlocker, "BitLocker recovery key: {s}", "clé de récupération : {s}"),
+    *_cases(
+        "secret",
+        lambda rng: rand(rng, 40),
+        "API key for Mailgun: {s}",
+        "my api key is {s}",
+        "Token for the bot: {s}",
+        "The API secret is {s}",
+        "clé d'API : {s}",
+        "jeton : {s}",
+    ),
+]
+
+ENV_TOKENS = [
+    *_cases(
+        "telegram_bot_token",
+        telegram,
+        "TELEGRAM_BOT_TOKEN={s}",
+        "export TELEGRAM_TOKEN={s}",
+        "BOT_TOKEN: {s}",
+        "bot: {s}",
+        "      - BOT_TOKEN={s}",
+    ),
+    *_cases("generic_high_entropy", id_secret, "PROXY_AUTH={s}", "MQTT_AUTH={s}"),
+    *_cases("secret", id_secret, "PUSH_TOKEN={s}", "HOOK_SECRET={s}"),
+]
+
+POSITIONAL = [
+    *_cases(
+        "twilio",
+        lambda rng: rand(rng, 32),
+        'client = Client("{ac}", "{s}")',
+        "client = Client(\n    '{ac}',\n    '{s}',\n)",
+        'requests.get(url, auth=("{ac}", "{s}"))',
+        "auth = ('{ac}', '{s}')",
+    ),
+    *_cases(
+        "secret",
+        lambda rng: rand(rng, 32),
+        'auth = tweepy.OAuthHandler("{s}", "{s}")',
+        'api = Api("{s}", "{s}")',
+        'oauth = OAuth1(\n    "{s}",\n    "{s}",\n)',
+    ),
+    *_cases(
+        "password",
+        any_password,
+        'server.login("me@mail.invalid", "{s}")',
+        'requests.get(url, auth=HTTPBasicAuth("admin", "{s}"))',
+        'conn = mysql.connector.connect("db.lan", "root", "{s}")',
+    ),
+]
+
+ALL_CASES = {
+    f"{group}-{i}": case
+    for group, cases in {
+        "inline": INLINE_FIELDS,
+        "prose": PROSE_PASSWORDS,
+        "unseparated": PROSE_UNSEPARATED,
+        "key": KEY_MATERIAL,
+        "env": ENV_TOKENS,
+        "positional": POSITIONAL,
+    }.items()
+    for i, case in enumerate(cases)
+}
+
+HEAD = "# Home notes\n\nThe box in the hallway runs the backups.\n\n"
+TAIL = "\n\nCommit 3f2a9c1 has the fix; ask Sam before Friday.\n"
+WRAPPERS: dict[str, Callable[[str], str]] = {
+    "plain": lambda s: s,
+    "list": lambda s: "- " + s.replace("\n", "\n  "),
+    "quote": lambda s: "> " + s.replace("\n", "\n> "),
+    "fence": lambda s: "```\n" + s + "\n```",
+}
+
+
+def fill(case: Case, rng: random.Random) -> tuple[str, list[str]]:
+    """The snippet and the secrets in it (a template may hold the secret twice: two
+    different values then, as a key and its secret are)."""
+    values: list[str] = []
+    snippet = case.template.replace("{sk}", sid(rng, "S" + "K")).replace("{ac}", sid(rng, "AC"))
+    while "{s}" in snippet:
+        values.append(case.make(rng))
+        snippet = snippet.replace("{s}", values[-1], 1)
+    return snippet, values
+
+
+def expected(note: str, values: list[str], kind: str) -> str:
+    for value in values:
+        note = note.replace(value, f"[REDACTED:{kind}]")
+    return note
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("wrapper", sorted(WRAPPERS))
+@pytest.mark.parametrize("name", sorted(ALL_CASES))
+def test_pasted_secret_redacted_and_the_rest_kept(name: str, wrapper: str, seed: int) -> None:
+    case = ALL_CASES[name]
+    rng = random.Random(f"{name}/{wrapper}/{seed}")
+    snippet, values = fill(case, rng)
+    note = HEAD + WRAPPERS[wrapper](snippet) + TAIL
+    out, counts = redact(note)
+    assert out == expected(note, values, case.kind), (seed, snippet)
+    assert counts == Counter({case.kind: len(values)})
+    assert redact(out) == (out, Counter())  # idempotent
+
+
+# --------------------------------------------------------------------------- values below a label
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize(
+    ("template", "make", "kind"),
+    [
+        ("**Wi-Fi password**\n`{s}`", passphrase, "password"),
+        ("Wi-Fi password:\n\n    {s}", any_password, "password"),
+        ("## Mot de passe\n\n{s}", random_password, "password"),
+        ("Encryption key:\n```\n{s}\n```", b64_key, "secret"),
+        ("- restic repo key:\n  - `{s}`", b64_key, "secret"),
+    ],
+    ids=["bold", "indented", "heading_fr", "fenced_key", "nested_list"],
+)
+def test_value_on_the_line_below_its_label(template: str, make, kind: str, seed: int) -> None:
+    rng = random.Random(f"{template}/{seed}")
+    value = make(rng)
+    note = HEAD + template.replace("{s}", value) + TAIL
+    assert redact(note) == (expected(note, [value], kind), Counter({kind: 1}))
+
+
+# --------------------------------------------------------------------------- Kubernetes
+
+
+def b64(value: str) -> str:
+    return base64.b64encode(value.encode()).decode()
+
+
+def test_kubernetes_secret_in_a_list_and_as_json() -> None:
+    rng = random.Random(7)
+    pw, token = passphrase(rng), rand(rng, 40)
+    listed = [
+        "apiVersion: v1",
+        "kind: List",
+        "items:",
+        "  - kind: Secret",
+        "    apiVersion: v1",
+        "    data:",
+        f"      password: {b64(pw)}  # rotated in March",
+        "  - kind: ConfigMap",
+        "    data:",
+        "      LOG_LEVEL: debug",
+    ]
+    manifest = {"apiVersion": "v1", "kind": "Secret", "data": {"token": b64(token)}}
+    as_json = json.dumps(manifest, indent=2).splitlines()
+    note = "\n".join(["```yaml", *listed, "```", "", "```json", *as_json, "```", ""])
+    out, counts = redact(note)
+    assert b64(pw) not in out and b64(token) not in out
+    assert counts["kubernetes_secret"] == 1  # the JSON one falls to the `"token": …` rule
+    assert "      password: [REDACTED:kubernetes_secret]  # rotated in March" in out.splitlines()
+    assert "      LOG_LEVEL: debug" in out.splitlines()
+
+
+def test_kubernetes_docker_config_secret() -> None:
+    rng = random.Random(8)
+    auth = b64("deploy:" + random_password(rng))
+    config = b64(json.dumps({"auths": {"registry.lan": {"auth": auth}}}))
+    note = "\n".join(
+        [
+            "kind: Secret",
+            "type: kubernetes.io/dockerconfigjson",
+            "data:",
+            f"  .dockerconfigjson: {config}",
+            "",
+        ]
+    )
+    out, counts = redact(note)
+    assert config not in out and counts == Counter({"kubernetes_secret": 1})
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def test_credential_columns_of_a_table() -> None:
+    rng = random.Random(9)
+    pw1, pw2, key = passphrase(rng), random_password(rng), rand(rng, 40)
+    note = "\n".join(
+        [
+            "| Service | User | Password | Notes |",
+            "| --- | --- | --- | --- |",
+            f"| NAS | admin | {pw1} | rotate yearly |",
+            f"| Router | root | `{pw2}` | sticker under it |",
+            "| Printer | admin | in the vault | |",
+            "",
+            "| Name | API key |",
+            "|:-----|--------:|",
+            f"| Mailgun | {key} |",
+            "",
+        ]
+    )
+    out, counts = redact(note)
+    assert out == expected(expected(note, [pw1, pw2], "password"), [key], "secret")
+    assert counts == Counter({"password": 2, "secret": 1})
+
+
+# --------------------------------------------------------------------------- keep-list
+
+
+def keep_cases() -> dict[str, str]:
+    rng = random.Random(11)
+    sha40, sha64 = rng.randbytes(20).hex(), rng.randbytes(32).hex()
+    return {
+        # ordinary prose about passwords, keys and tokens
+        "reset": "Reset your password in settings.",
+        "field": "The password field must be 8 characters.",
+        "policy": "Password requirements: 12+ characters, one digit.",
+        "stored": 'The password is stored in Bitwarden under "router".',
+        "case": "The password is case-sensitive and was changed yesterday.",
+        "fr_forgot": "Mot de passe oublié ? Cliquez sur « Réinitialiser ».",
+        "fr_rotation": "Le mot de passe est changé tous les 90 jours.",
+        "fr_vault": "mot de passe : voir Bitwarden",
+        "wifi_fridge": "The Wi-Fi password for guests is on the fridge.",
+        "wifi_ssid": "Wi-Fi: HomeNet-5G",
+        "wifi_band": "Wi-Fi: 5 GHz only",
+        "code_wifi_label": "code wifi : sur l'étiquette de la box",
+        "token_valid": "The token is valid for 24 hours.",
+        "token_constant": "token: TOKEN_ADJUST_PRIVILEGES",
+        "token_hex_literal": "token: 0x00000004",
+        "api_key_env": "The API key is stored in the environment variable OPENAI_API_KEY.",
+        "api_key_vault": "API key for Mailgun: in 1Password",
+        "secret_simple": "The secret is to keep it simple.",
+        "secret_webhook": "The secret for the webhook is configured in GitHub settings.",
+        "key_words": "the encryption key is stored in the TPM",
+        "key_size": "the encryption key is 256-bit.",
+        "key_algorithm": "encryption key: AES-256",
+        "key_rotation": "master key rotation: every 90 days",
+        "key_derivation": "The secret key is derived with PBKDF2-HMAC-SHA256.",
+        "cache_key_name": "the cache key is SHA256_HASH_OF_CONTENT",
+        "dictionary_key": "The key for this dictionary is the user id.",
+        "cle_coffre": "clé de chiffrement : dans le coffre-fort",
+        "login_same": "login: admin / admin",
+        "login_words": "user: alice / bob",
+        "login_vault": "identifiants : admin / voir le coffre",
+        "user_guide_link": "browse the [user guide](https://docs.invalid/notes/FWtrGfE4YJc3j0yMNjBn5)",
+        "passphrase_advice": "Use a passphrase like correct-horse-battery-staple, not that one.",
+        # hashes, ids and checksums next to the labels
+        "commit": f"the password fix landed in {sha40}",
+        "fingerprint": f"encryption key fingerprint: {sha64}",
+        "key_id": f"backup key id {uuid.uuid4()}",
+        "token_hash": f"token hash: {sha64}",
+        "recovery_id": "recovery key ID: 4C7A1B2E",
+        "date": "the master key was rotated on 2024-01-31",
+        # placeholders
+        "inline_changeme": "password:: changeme",
+        "inline_angle": "api_token:: <your-token>",
+        "inline_env": "api_token:: ${API_TOKEN}",
+        "inline_fr": "mdp:: voir coffre",
+        "prose_xxxx": "the password is xxxxxxxx",
+        "prose_template": "the password is {{ secret }}",
+        "prose_marker": "the password is [REDACTED:password]",
+        "table_vault": "| Service | Password |\n| --- | --- |\n| NAS | in the vault |",
+        # code that names credentials without holding one
+        "call_names": "client = Client(account_sid, auth_token)",
+        "call_env": "new Twilio(process.env.TWILIO_SID, process.env.TWILIO_TOKEN)",
+        "call_port": 'connect("localhost", 5432)',
+        "call_same": 'HTTPBasicAuth("admin", "admin")',
+        "call_api_set": 'if (IsApiSetImplemented("ext-ms-win-session-wtsapi32-l1-1-0"))',
+        "call_words": 'CreateClient("Microsoft.Windows.Client.Application", "DefaultProfile")',
+        "tuple_prose": '("CIM_IPProtocolEndpoint.IPv4Address", "CIM_IPProtocolEndpoint.IPv6Address")',
+        "markdown_parens": "(eg. `daily.journal.2022.01.31` -> `daily.journal.2022.02.01`)",
+        "constant": "PASSWORD_MIN_LENGTH = 12",
+        # Kubernetes documentation without values
+        "k8s_doc": "A `kind: Secret` keeps `data:` values in base64; `stringData:` takes plain ones.",
+        "k8s_placeholders": "kind: Secret\ndata:\n  password: <base64-encoded>\n  token: ${TOKEN_B64}",
+        "k8s_configmap": "kind: ConfigMap\ndata:\n  CACHE_KEY_PREFIX: c2Vzc2lvbnM=\n  LOG_LEVEL: debug",
+    }
+
+
+KEEP = keep_cases()
+
+
+@pytest.mark.parametrize("name", sorted(KEEP))
+def test_documentation_and_placeholders_kept(name: str) -> None:
+    text = KEEP[name]
+    for note in (text, HEAD + text + TAIL, HEAD + "```\n" + text + "\n```" + TAIL):
+        assert redact(note) == (note, Counter())
+
+
+# --------------------------------------------------------------------------- robustness
+
+
+PATHOLOGICAL: dict[str, str] = {
+    "label_lines": "the wifi password for the guest network is\n" * 20_000,
+    "labels_one_line": "password: password: " * 25_000,
+    "qualifiers": "password " + "for the " * 100_000,
+    "table_rows": "| User | Password |\n| --- | --- |\n" + "| a | b |\n" * 50_000,
+    "call_args": "Client(" + '"a", ' * 100_000 + ")",
+    "open_calls": 'login("' * 50_000,
+    "literal_pairs": '"x", "y", ' * 50_000,
+    "separators_literal": '("' + "-" * 30 + '", "' + "." * 30 + '")',
+    "login_pairs": "user admin pass " * 50_000,
+    "below_labels": "Password:\n\n" * 50_000,
+}
+
+
+@pytest.mark.parametrize("name", sorted(PATHOLOGICAL))
+def test_new_rules_stay_linear(name: str) -> None:
+    text = PATHOLOGICAL[name]
+    start = time.process_time()  # CPU time: the guard is for backtracking, not a busy box
+    out, _ = redact(text)
+    assert time.process_time() - start < 5.0
+    assert out.count("\n") == text.count("\n")
