@@ -26,6 +26,9 @@ UNKNOWN_SHARE = 0.5
 # ... and then the model only has to be unconvinced, not weak: a best cosine (or BM25
 # lead) below the median of what answerable pseudo-queries reach.
 UNKNOWN_QUANTILE = 0.5
+# Only for a query whose words mostly miss the best passage: "restic backup ops" with one
+# unheard word still names what it wants.
+UNKNOWN_MAX_COVERAGE = 0.5
 
 
 def unknown_share(terms: Mapping[str, int], idfs: Mapping[str, float], unknown_idf: float) -> float:
@@ -100,7 +103,8 @@ class AbsenceModel:
       best cosine (or, lexical only, a BM25 lead) that is low *for this vault and model*:
       below the ``quantile`` of what answerable pseudo-queries reach;
     - the vault has never heard of the query's subject (``unknown`` at least
-      UNKNOWN_SHARE) and the model signal is below its ``unknown_limits`` (a looser
+      UNKNOWN_SHARE), fewer than half the query's terms are in the best passage, and the
+      model signal is below its ``unknown_limits`` (a looser
       quantile): a paraphrase in new words still convinces the model, an unknown subject
       does not.
 
@@ -116,6 +120,7 @@ class AbsenceModel:
         return (
             bool(self.unknown_limits)
             and sig.get("unknown", 0.0) >= UNKNOWN_SHARE
+            and sig.get("coverage", 0.0) < UNKNOWN_MAX_COVERAGE
             and all(sig.get(name, 0.0) < limit for name, limit in self.unknown_limits.items())
         )
 

@@ -366,7 +366,10 @@ def _run(
 
         report.tiers = _embed_tiers(conn, tiers, report, progress, halt, settings, embed_limit)
         primary = report.tiers[0]
-        report.model, report.embed_error = primary.model, primary.error
+        # The model that embedded this run (None when it could not load; the tier says
+        # which model is configured).
+        report.model = primary.model if tiers and tiers[0].embedder is not None else None
+        report.embed_error = primary.error
         report.passages_embedded, report.passages_pending = primary.embedded, primary.pending
         report.vectors_refused = primary.refused
         conn.commit()

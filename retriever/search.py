@@ -15,7 +15,13 @@ import numpy as np
 import psycopg
 
 from retriever import store
-from retriever.absence import UNKNOWN_SHARE, AbsenceModel, signals, unknown_share
+from retriever.absence import (
+    UNKNOWN_MAX_COVERAGE,
+    UNKNOWN_SHARE,
+    AbsenceModel,
+    signals,
+    unknown_share,
+)
 from retriever.budget import allocate, estimate_tokens
 from retriever.calibration_store import LEXICAL_KEY, CalibrationCache
 from retriever.doc_filter import DocFilter
@@ -477,13 +483,15 @@ class Scope:
 
 
 def default_absent(sig: Mapping[str, float], opts: SearchOptions, *, semantic: bool) -> bool:
-    """The uncalibrated rule: few query terms in the best passage, or a query the vault
-    has never heard of (``UNKNOWN_SHARE``), and, when there is a semantic arm, a weak best
-    cosine too (its threshold suits static models)."""
-    unheard = sig.get("unknown", 0.0) >= UNKNOWN_SHARE
-    if sig["coverage"] >= opts.absent_coverage and not unheard:
-        return False
-    return not semantic or sig["best_cosine"] < opts.absent_cosine
+    """The uncalibrated rule: few query terms in the best passage and, when there is a
+    semantic arm, a weak best cosine too (its threshold suits static models); with a
+    semantic arm, a query the vault has never heard of (``UNKNOWN_SHARE``, most of its
+    words missing from the best passage) needs only the weak cosine."""
+    coverage = sig["coverage"]
+    if not semantic:
+        return coverage < opts.absent_coverage
+    unheard = sig.get("unknown", 0.0) >= UNKNOWN_SHARE and coverage < UNKNOWN_MAX_COVERAGE
+    return (coverage < opts.absent_coverage or unheard) and sig["best_cosine"] < opts.absent_cosine
 
 
 def _unknown(conn: psycopg.Connection, queries: list[str]) -> float:

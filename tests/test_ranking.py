@@ -227,10 +227,11 @@ def test_an_unknown_subject_needs_only_an_unconvinced_model() -> None:
     model = fit(answerable, semantic=True, coverage=0.4, quantile=0.2)
     loose = model.unknown_limits["best_cosine"]
     assert model.thresholds["best_cosine"] < loose and 0.73 < loose < 0.76  # the median
-    heard = {"coverage": 0.9, "unknown": 0.0, "best_cosine": 0.7}
+    heard = {"coverage": 0.45, "unknown": 0.0, "best_cosine": 0.7}
     unheard = {**heard, "unknown": UNKNOWN_SHARE}
     assert not model.absent(heard)  # the terms are there
     assert model.absent(unheard)  # half the query is in words no note holds
+    assert not model.absent({**unheard, "coverage": 0.5})  # ... but most words match
     assert not model.absent({**unheard, "best_cosine": 0.8})  # ... but the meaning is there
     assert not model.absent({**unheard, "unknown": UNKNOWN_SHARE - 0.01})
     legacy = AbsenceModel.from_dict({"thresholds": model.thresholds, "quantile": 0.2})
