@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -77,11 +78,11 @@ def short_reason(model: str, error: str | None) -> str:
     if "down or unreachable" in text or "unreachable" in text:
         return f"{backend} unreachable"
     if "did not answer within" in text:
-        return f"{backend} not answering (timeout)"
+        return f"{backend} did not answer (timeout)"
     if "not pulled" in text or "not available" in text:
         return f"{display_name(model)} not pulled yet"
-    if "http 5" in text:
-        return f"{backend} failing (server error)"
+    if status := re.search(r"http (5\d\d)", text):
+        return f"{backend} failing (server error, HTTP {status.group(1)})"
     if "invalid vectors" in text or "nan" in text:
         return f"{display_name(model)} returns invalid vectors"
     if "dimension" in text:

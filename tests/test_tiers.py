@@ -151,7 +151,9 @@ def test_short_reasons_name_what_is_wrong() -> None:
     assert short_reason(OLLAMA, down) == "ollama unreachable"
     assert "timeout" in short_reason(OLLAMA, "Ollama at x did not answer within 5s (timeout)")
     assert short_reason(OLLAMA, "Ollama model 'x' is not pulled on y") == f"{OLLAMA} not pulled yet"
-    assert "server error" in short_reason(OLLAMA, "Ollama at x failed with HTTP 500: boom")
+    assert "server error, HTTP 500" in short_reason(
+        OLLAMA, "Ollama at x failed with HTTP 500: boom"
+    )
 
 
 def test_a_tier_that_is_down_never_makes_the_caller_wait() -> None:
@@ -279,7 +281,7 @@ def test_slow_primary_is_left_after_the_probe_timeout(tiered, ollama: Server) ->
     started = time.monotonic()
     result = search(app)
     first = time.monotonic() - started
-    assert result.tier == FALLBACK and "not answering (timeout)" in result.degraded_reason
+    assert result.tier == FALLBACK and "did not answer (timeout)" in result.degraded_reason
     assert first < 2.0, f"the slow primary held the search {first:.1f} s"
     started = time.monotonic()
     assert search(app).tier == FALLBACK
@@ -295,7 +297,7 @@ def test_http_500_moves_to_the_fallback(tiered, ollama: Server) -> None:
     ollama.state.embed_hook = lambda texts, call: (500, {"error": "model runner crashed"})
     result = search(app)
     assert result.tier == FALLBACK and result.hits
-    assert "ollama failing (server error)" in result.degraded_reason
+    assert "ollama failing (server error, HTTP 500)" in result.degraded_reason
     ollama.state.embed_hook = None
     wait_for(lambda: search(app).tier == PRIMARY)
 
