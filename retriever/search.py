@@ -25,7 +25,7 @@ from retriever.absence import (
 from retriever.budget import allocate, estimate_tokens
 from retriever.calibration_store import LEXICAL_KEY, CalibrationCache
 from retriever.doc_filter import DocFilter
-from retriever.embed import Embedder, EmbedderError, InvalidVectorError
+from retriever.embed import Embedder, EmbedderError, ZeroVectorError
 from retriever.graph import LinkGraph, random_walk_scores
 from retriever.lexical import BM25Params, bm25_search, query_terms, term_idf
 from retriever.query_input import (
@@ -330,12 +330,14 @@ class Searcher:
         return result, failure
 
     def query_vectors(self, embedder: Embedder, queries: list[str]) -> list[np.ndarray]:
-        """One vector per query the model can embed (a query of unknown words has none)."""
+        """One vector per query the model can embed (a query of unknown words has none).
+        NaN, infinite or wrong-size vectors raise: the model is failing, and the answer must
+        say so instead of passing for hybrid."""
         out: list[np.ndarray] = []
         for q in queries:
             try:
                 out.append(self.vectors.get(embedder, [q])[0])
-            except InvalidVectorError:
+            except ZeroVectorError:
                 continue
         return out
 

@@ -81,12 +81,14 @@ def short_reason(model: str, error: str | None) -> str:
         return f"{backend} did not answer (timeout)"
     if "not pulled" in text or "not available" in text:
         return f"{display_name(model)} not pulled yet"
-    if status := re.search(r"http (5\d\d)", text):
-        return f"{backend} failing (server error, HTTP {status.group(1)})"
-    if "invalid vectors" in text or "nan" in text:
+    if re.search(r"\bnan\b|infinity", text):
+        return f"{display_name(model)} returns invalid vectors (NaN)"
+    if "invalid vectors" in text:
         return f"{display_name(model)} returns invalid vectors"
     if "dimension" in text:
-        return f"{display_name(model)} answers with the wrong dimension"
+        return f"{display_name(model)} answers with vectors of the wrong dimension"
+    if status := re.search(r"http (5\d\d)", text):
+        return f"{backend} failing (server error, HTTP {status.group(1)})"
     return f"{display_name(model)} unavailable"
 
 

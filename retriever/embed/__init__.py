@@ -10,6 +10,7 @@ from retriever.embed.base import (
     EmbedderError,
     EmbedderUnavailable,
     InvalidVectorError,
+    ZeroVectorError,
     validate_vectors,
 )
 from retriever.embed.model2vec import HUB_UNREACHABLE, Model2VecEmbedder
@@ -21,6 +22,7 @@ __all__ = [
     "EmbedderUnavailable",
     "InvalidVectorError",
     "Model2VecEmbedder",
+    "ZeroVectorError",
     "load_embedder",
     "validate_vectors",
 ]

@@ -28,6 +28,11 @@ class InvalidVectorError(EmbedderError):
     """The embedder returned vectors that must not be stored."""
 
 
+class ZeroVectorError(InvalidVectorError):
+    """An all-zero vector: a static model's answer for text with no word it knows. Not a
+    fault of the model (a query of unknown words simply has no semantic arm)."""
+
+
 @runtime_checkable
 class Embedder(Protocol):
     model_id: str
@@ -63,7 +68,7 @@ def validate_vectors(vectors: object, expected_n: int, expected_dim: int | None)
         raise InvalidVectorError(f"{int(bad.sum())} vector(s) contain NaN or infinity")
     zero = ~np.any(arr != 0, axis=1)
     if zero.any():
-        raise InvalidVectorError(f"{int(zero.sum())} vector(s) are all zeros")
+        raise ZeroVectorError(f"{int(zero.sum())} vector(s) are all zeros")
     return arr
 
 

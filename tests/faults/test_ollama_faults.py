@@ -147,7 +147,10 @@ def test_ollama_fault_mid_index(
     assert data["passages_embedded"] >= 16 and data["passages_pending"] > 0
     stored_wrong = wrong_vectors(db_url)
     if fault in ("NaN", "wrong dimension"):
-        assert data["vectors_refused"] > 0 and data["embed_error"] is None
+        # Refused, never stored; a model that keeps failing is given up on for this run
+        # (the tiers stop after a run of invalid vectors) and the rest stay pending.
+        error = data["embed_error"]
+        assert data["vectors_refused"] > 0 and (error is None or "invalid vectors" in error)
     else:
         assert data["embed_error"] and "Ollama" in data["embed_error"]
 
@@ -181,14 +184,9 @@ SEARCH_EXPECT = {
     "fault",
     [
         *(_in_ci(f) for f in FAULTS[:3]),
-        *(
-            pytest.param(f, marks=[pytest.mark.faults_full, pytest.mark.xfail(strict=True, reason=(
-                "a refused query vector leaves the answer 'hybrid' with no degraded_reason "
-                "(Searcher.query_vectors skips it silently); the fix belongs in search.py"))])
-            for f in FAULTS[3:]
-        ),
+        *(pytest.param(f, marks=pytest.mark.faults_full) for f in FAULTS[3:]),
     ],
-)  # fmt: skip
+)
 def test_ollama_fault_mid_search(fault: str, ollama: Ollama, db_url: str, tmp_path: Path) -> None:
     vault = copy_vault(TEST_VAULT, tmp_path / "vault")
     env = ollama_env(tmp_path / "home", db_url, ollama)
