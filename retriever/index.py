@@ -365,7 +365,8 @@ def _run(
 
         report.tiers = _embed_tiers(conn, tiers, report, progress, halt, settings, embed_limit)
         primary = report.tiers[0]
-        report.model, report.embed_error = primary.model, primary.error
+        report.model = primary.model if tiers[0].embedder is not None else None
+        report.embed_error = primary.error
         report.passages_embedded, report.passages_pending = primary.embedded, primary.pending
         report.vectors_refused = primary.refused
         conn.commit()
