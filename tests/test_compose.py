@@ -285,6 +285,7 @@ def test_image_carries_the_fallback_model() -> None:
     _, stages = _dockerfile_stages()
     builder, final = "\n".join(stages[0]), "\n".join(stages[-1])
     assert "save_pretrained" in builder and "FALLBACK_MODEL_STANDIN" in builder
+    assert "chmod -R a+rX /opt/retriever/models" in builder  # readable by uid 10001
     assert "COPY --from=builder /opt/retriever/models /opt/retriever/models" in final
     assert "ENV RETRIEVER_FALLBACK_MODEL=${FALLBACK_MODEL_DIR}" in final
     assert _fallback_dir().startswith("/opt/retriever/models/")
