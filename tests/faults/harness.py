@@ -184,7 +184,10 @@ def amcheck(url: str, *, all_databases: bool = False, tally: bool = True) -> str
     ]  # fmt: skip
     cmd += ["--all"] if all_databases else [str(info.get("dbname") or "postgres")]
     started = time.monotonic()
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    env = dict(os.environ)
+    if info.get("password"):  # a testcontainers server has one; the embedded one trusts
+        env["PGPASSWORD"] = str(info["password"])
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     if tally:
         record("pg_amcheck --heapallindexed after the fault", converged=done.returncode == 0,
                recovery_s=time.monotonic() - started, note="converged = no corruption; time = check")  # fmt: skip
