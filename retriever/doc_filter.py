@@ -8,6 +8,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
+
+
+class Filtered(Protocol):
+    """What a search request carries for its filters (SearchOptions, FilesQuery)."""
+
+    @property
+    def folder(self) -> str | None: ...
+    @property
+    def tags(self) -> list[str] | None: ...
+    @property
+    def note_type(self) -> str | None: ...
+    @property
+    def modified_after(self) -> datetime | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +47,15 @@ class DocFilter:
             modified_after_ns=(
                 int(modified_after.timestamp() * 1e9) if modified_after is not None else None
             ),
+        )
+
+    @classmethod
+    def of_options(cls, opts: Filtered) -> DocFilter:
+        return cls.of(
+            folder=opts.folder,
+            tags=opts.tags,
+            note_type=opts.note_type,
+            modified_after=opts.modified_after,
         )
 
     def sql(self) -> tuple[str, dict[str, object]]:

@@ -41,14 +41,6 @@ class FilesQuery:
     modified_after: datetime | None = None
     bm25: BM25Params = field(default_factory=BM25Params)
 
-    def doc_filter(self) -> DocFilter:
-        return DocFilter.of(
-            folder=self.folder,
-            tags=self.tags,
-            note_type=self.note_type,
-            modified_after=self.modified_after,
-        )
-
 
 @dataclass(slots=True)
 class FilesAnswer:
@@ -85,7 +77,7 @@ def search_files(
     # The scan gets four fifths of the time: chunking the best files takes the rest.
     deadline = time.monotonic() + time_limit * 0.8
     terms = _terms(query.queries)
-    scope = query.doc_filter()
+    scope = DocFilter.of_options(query)
     files = [
         f
         for f in scan_vault(vault, include=include, exclude=exclude, max_bytes=max_bytes).files

@@ -82,14 +82,6 @@ class SearchOptions:
                 setattr(opts, name, value)
         return opts
 
-    def doc_filter(self) -> DocFilter:
-        return DocFilter.of(
-            folder=self.folder,
-            tags=self.tags,
-            note_type=self.note_type,
-            modified_after=self.modified_after,
-        )
-
 
 @dataclass(slots=True)
 class Hit:
@@ -293,7 +285,7 @@ class Searcher:
             model, degraded = self.semantic_model(conn, embedder, embed_error)
             if model is None:
                 mode = "lexical"
-        where, fparams = opts.doc_filter().sql()
+        where, fparams = DocFilter.of_options(opts).sql()
         qvecs: list[np.ndarray] | None = None
         if model is not None and embedder is not None:
             try:
