@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -36,26 +36,24 @@ def interleave(
     Several queries' lists of one arm are merged round-robin first. Scores are
     descending positions (1/position) so they sort like the interleaved order.
     """
-    sem = _round_robin(semantic)
-    lex = _round_robin(lexical)
+    streams = (iter(_round_robin(semantic)), iter(_round_robin(lexical)))
+    turns = (0,) * ratio + (1,)  # which stream each step of one round draws from
     order: list[Hashable] = []
     seen: set[Hashable] = set()
-    i = j = 0
-    while i < len(sem) or j < len(lex):
-        for _ in range(ratio):
-            while i < len(sem) and sem[i] in seen:
-                i += 1
-            if i < len(sem):
-                seen.add(sem[i])
-                order.append(sem[i])
-                i += 1
-        while j < len(lex) and lex[j] in seen:
-            j += 1
-        if j < len(lex):
-            seen.add(lex[j])
-            order.append(lex[j])
-            j += 1
+    exhausted = [False, False]
+    while not all(exhausted):
+        for arm in turns:
+            key = _next_unseen(streams[arm], seen)
+            if key is None:
+                exhausted[arm] = True
+                continue
+            seen.add(key)
+            order.append(key)
     return {key: 1.0 / pos for pos, key in enumerate(order, start=1)}
+
+
+def _next_unseen(stream: Iterator[Hashable], seen: set[Hashable]) -> Hashable | None:
+    return next((key for key in stream if key not in seen), None)
 
 
 def _round_robin(lists: Sequence[Sequence[Hashable]]) -> list[Hashable]:

@@ -21,19 +21,21 @@ import os
 import posixpath
 import re
 import stat
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from retriever import query_input
+from retriever.doc_filter import DocFilter
 from retriever.errors import InputError
 from retriever.prepare import decode_note
 from retriever.redact import redact
 from retriever.scan import ALWAYS_EXCLUDED_DIRS, VaultFilter, within
 
 if TYPE_CHECKING:
+    import psycopg
+
     from retriever.app import Retriever
 
 MAX_PATH_CHARS = 1_024
@@ -332,24 +334,18 @@ def parse_modified_after(value: datetime | str | None) -> datetime | None:
         raise NoteQueryError(str(exc)) from None
 
 
-@dataclass(frozen=True, slots=True)
-class _Filters:
-    folder: str | None
-    tag: str | None
-    note_type: str | None
-    modified_after_ns: int | None
-
-    def fingerprint(self) -> str:
-        raw = json.dumps([self.folder, self.tag, self.note_type, self.modified_after_ns])
-        return hashlib.sha256(raw.encode()).hexdigest()[:12]
+def _filter_fingerprint(flt: DocFilter) -> str:
+    """Binds a cursor to the filters it was made with."""
+    raw = json.dumps([flt.folder, list(flt.tags), flt.note_type, flt.modified_after_ns])
+    return hashlib.sha256(raw.encode()).hexdigest()[:12]
 
 
-def _encode_cursor(after: str, filters: _Filters) -> str:
-    payload = json.dumps({"v": 1, "after": after, "q": filters.fingerprint()})
+def _encode_cursor(after: str, flt: DocFilter) -> str:
+    payload = json.dumps({"v": 1, "after": after, "q": _filter_fingerprint(flt)})
     return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str, filters: _Filters) -> str:
+def _decode_cursor(cursor: str, flt: DocFilter) -> str:
     bad = NoteQueryError(
         "cursor is not valid: pass the next_cursor value of the previous list_notes answer "
         "unchanged, with the same filters"
@@ -363,7 +359,7 @@ def _decode_cursor(cursor: str, filters: _Filters) -> str:
         raise bad from None
     if not isinstance(data, dict) or data.get("v") != 1 or not isinstance(data.get("after"), str):
         raise bad
-    if data.get("q") != filters.fingerprint():
+    if data.get("q") != _filter_fingerprint(flt):
         raise NoteQueryError(
             "cursor belongs to a list_notes call with different filters: repeat the same "
             "filters, or drop the cursor to start from the beginning"
@@ -402,40 +398,26 @@ def list_notes(
     if note_type is not None and (not isinstance(note_type, str) or len(note_type) > 100):
         raise NoteQueryError("type must be a short note type such as 'howto'")
     when = parse_modified_after(modified_after)
-    filters = _Filters(
+    tag_clean = _clean_tag(tag)
+    flt = DocFilter.of(
         folder=folder_norm,
-        tag=_clean_tag(tag),
-        note_type=note_type.strip().casefold() if note_type and note_type.strip() else None,
-        modified_after_ns=int(when.timestamp() * 1e9) if when else None,
+        tags=[tag_clean] if tag_clean else None,
+        note_type=note_type,
+        modified_after=when,
     )
-    after = _decode_cursor(cursor, filters) if cursor else None
-
-    where = ["TRUE"]
-    params: dict[str, object] = {}
-    if filters.folder:
-        where.append("starts_with(path, %(folder)s)")  # no LIKE: '_' and '%' are literal
-        params["folder"] = filters.folder + "/"
-    if filters.tag:
-        where.append(
-            "EXISTS (SELECT 1 FROM unnest(tags) t WHERE lower(t) = %(tag)s"
-            " OR starts_with(lower(t), %(tag)s || '/'))"  # nested tags: homelab/backup
-        )
-        params["tag"] = filters.tag
-    if filters.note_type:
-        where.append("lower(note_type) = %(type)s")
-        params["type"] = filters.note_type
-    if filters.modified_after_ns is not None:
-        where.append("mtime_ns >= %(mtime)s")
-        params["mtime"] = filters.modified_after_ns
-    base = " AND ".join(where)
-    page_where = base + (' AND path COLLATE "C" > %(after)s' if after is not None else "")
+    after = _decode_cursor(cursor, flt) if cursor else None
+    base, params = flt.sql()
+    base = base or "TRUE"
+    page_where = base + (' AND d.path COLLATE "C" > %(after)s' if after is not None else "")
     if after is not None:
         params["after"] = after
     params["limit"] = limit + 1
     with app.db.connection() as conn:
-        total_row = conn.execute(f"SELECT count(*) FROM documents WHERE {base}", params).fetchone()
+        total_row = conn.execute(
+            f"SELECT count(*) FROM documents d WHERE {base}", params
+        ).fetchone()
         rows = conn.execute(
-            f"SELECT path, title, tags, note_type, mtime_ns, size FROM documents"
+            f"SELECT path, title, tags, note_type, mtime_ns, size FROM documents d"
             f' WHERE {page_where} ORDER BY path COLLATE "C" LIMIT %(limit)s',
             params,
         ).fetchall()
@@ -460,7 +442,7 @@ def list_notes(
         "notes": notes,
         "count": len(notes),
         "total": int(total_row[0]) if total_row else len(notes),
-        "next_cursor": _encode_cursor(rows[-1][0], filters) if has_more and rows else None,
+        "next_cursor": _encode_cursor(rows[-1][0], flt) if has_more and rows else None,
     }
 
 
@@ -498,50 +480,7 @@ def note_links(
                 (doc_id,),
             )
         ]
-        found: dict[str, dict[str, Any]] = {}
-        frontier = [norm]
-        truncated = False
-        for distance in range(1, depth + 1):
-            edges: list[tuple[str, str, str]] = []  # (from, to, direction)
-            if direction in ("out", "both"):
-                edges += [
-                    (r[0], r[1], "out")
-                    for r in conn.execute(
-                        "SELECT DISTINCT d.path, t.path FROM links l"
-                        " JOIN documents d ON d.id = l.doc_id"
-                        " JOIN documents t ON t.id = l.resolved"  # resolved: target doc id
-                        " WHERE d.path = ANY(%s)",
-                        (frontier,),
-                    )
-                ]
-            if direction in ("back", "both"):
-                edges += [
-                    (r[1], r[0], "back")
-                    for r in conn.execute(
-                        "SELECT DISTINCT d.path, t.path FROM links l"
-                        " JOIN documents d ON d.id = l.doc_id"
-                        " JOIN documents t ON t.id = l.resolved"
-                        " WHERE t.path = ANY(%s)",
-                        (frontier,),
-                    )
-                ]
-            nxt: list[str] = []
-            for src, dst, how in sorted(edges):
-                if dst == norm or not filt.file_included(dst):
-                    continue
-                if dst in found:
-                    entry = found[dst]
-                    if entry["distance"] == distance and entry["direction"] != how:
-                        entry["direction"] = "both"
-                    continue
-                if len(found) >= LINKS_MAX_NODES:
-                    truncated = True
-                    break
-                found[dst] = {"path": dst, "distance": distance, "direction": how, "via": src}
-                nxt.append(dst)
-            frontier = nxt
-            if not frontier or truncated:
-                break
+        found, truncated = _neighbours(conn, norm, direction, depth, filt)
         titles = dict(
             conn.execute(
                 "SELECT path, title FROM documents WHERE path = ANY(%s)", (list(found),)
@@ -562,3 +501,52 @@ def note_links(
         "unresolved": unresolved,
         "truncated": truncated,
     }
+
+
+_EDGE_SQL = (
+    "SELECT DISTINCT d.path, t.path FROM links l"
+    " JOIN documents d ON d.id = l.doc_id"
+    " JOIN documents t ON t.id = l.resolved"  # resolved: the target's document id
+    " WHERE {side}.path = ANY(%s)"
+)
+
+
+def _edges(
+    conn: psycopg.Connection, frontier: list[str], direction: str
+) -> list[tuple[str, str, str]]:
+    """(from, to, direction) for every resolved link leaving or entering ``frontier``."""
+    edges: list[tuple[str, str, str]] = []
+    if direction in ("out", "both"):
+        rows = conn.execute(_EDGE_SQL.format(side="d"), (frontier,)).fetchall()
+        edges += [(src, dst, "out") for src, dst in rows]
+    if direction in ("back", "both"):
+        rows = conn.execute(_EDGE_SQL.format(side="t"), (frontier,)).fetchall()
+        edges += [(dst, src, "back") for src, dst in rows]
+    return sorted(edges)
+
+
+def _neighbours(
+    conn: psycopg.Connection, start: str, direction: str, depth: int, filt: VaultFilter
+) -> tuple[dict[str, dict[str, Any]], bool]:
+    """Breadth-first over links from ``start``: each note reached (distance, direction,
+    via), and whether LINKS_MAX_NODES cut the walk short."""
+    found: dict[str, dict[str, Any]] = {}
+    frontier = [start]
+    for distance in range(1, depth + 1):
+        nxt: list[str] = []
+        for src, dst, how in _edges(conn, frontier, direction):
+            if dst == start or not filt.file_included(dst):
+                continue
+            if dst in found:
+                entry = found[dst]
+                if entry["distance"] == distance and entry["direction"] != how:
+                    entry["direction"] = "both"
+                continue
+            if len(found) >= LINKS_MAX_NODES:
+                return found, True
+            found[dst] = {"path": dst, "distance": distance, "direction": how, "via": src}
+            nxt.append(dst)
+        frontier = nxt
+        if not frontier:
+            break
+    return found, False

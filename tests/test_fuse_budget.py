@@ -20,6 +20,13 @@ def test_interleave_two_semantic_then_one_lexical() -> None:
     assert order == ["s1", "s2", "l1", "s3", "s4", "l2"]
 
 
+def test_interleave_drains_the_longer_arm_after_the_shorter_runs_out() -> None:
+    scores = interleave([["s1"]], [["l1", "s1", "l2", "l3"]], ratio=2)
+    assert sorted(scores, key=lambda k: -scores[k]) == ["s1", "l1", "l2", "l3"]
+    scores = interleave([["s1", "s2", "s3"]], [[]], ratio=1)
+    assert sorted(scores, key=lambda k: -scores[k]) == ["s1", "s2", "s3"]
+
+
 def test_interleave_round_robins_several_queries() -> None:
     scores = interleave([["a", "b"], ["c", "a"]], [[]], ratio=2)
     assert sorted(scores, key=lambda k: -scores[k]) == ["a", "c", "b"]

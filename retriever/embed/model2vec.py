@@ -37,25 +37,19 @@ class Model2VecEmbedder:
                 f"cannot load Model2Vec model {model_id!r}: {type(exc).__name__}: "
                 f"{str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
             ) from exc
-        self._dim = int(self._model.dim)
+        self.dimension: int = int(self._model.dim)
         self._source = source
         weights = Path(source) / "model.safetensors"
         stamp = weights.stat().st_size if weights.exists() else ""
-        self._fp = fingerprint_of("model2vec", Path(model_id).name or model_id, self._dim, stamp)
-
-    @property
-    def dimension(self) -> int:
-        return self._dim
-
-    @property
-    def fingerprint(self) -> str:
-        return self._fp
+        self.fingerprint: str = fingerprint_of(
+            "model2vec", Path(model_id).name or model_id, self.dimension, stamp
+        )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
-            return np.zeros((0, self._dim), dtype=np.float32)
+            return np.zeros((0, self.dimension), dtype=np.float32)
         vectors = self._model.encode(list(texts), use_multiprocessing=False)
-        return validate_vectors(vectors, len(texts), self._dim)
+        return validate_vectors(vectors, len(texts), self.dimension)
 
     def close(self) -> None:
         pass  # the model is plain memory

@@ -147,27 +147,21 @@ class OllamaEmbedder:
         except BaseException:
             self.close()
             raise
-        self._dim = int(probe.shape[1])
-        self._fp = f"ollama:{model}:{self._dim}:{digest[:12] if digest else 'nodigest'}"
-        log.info("Ollama embedder ready: %s at %s (dim %d)", model, self._host, self._dim)
+        self.dimension: int = int(probe.shape[1])
+        self.fingerprint: str = (
+            f"ollama:{model}:{self.dimension}:{digest[:12] if digest else 'nodigest'}"
+        )
+        log.info("Ollama embedder ready: %s at %s (dim %d)", model, self._host, self.dimension)
 
     # -- Embedder protocol -------------------------------------------------------------
-
-    @property
-    def dimension(self) -> int:
-        return self._dim
-
-    @property
-    def fingerprint(self) -> str:
-        return self._fp
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Return float32 (len(texts), dimension); raise rather than return anything bad."""
         texts = list(texts)
         if not texts:
-            return np.zeros((0, self._dim), dtype=np.float32)
+            return np.zeros((0, self.dimension), dtype=np.float32)
         out = [
-            self._embed_batch(texts[i : i + self.batch_size], expected_dim=self._dim)
+            self._embed_batch(texts[i : i + self.batch_size], expected_dim=self.dimension)
             for i in range(0, len(texts), self.batch_size)
         ]
         return out[0] if len(out) == 1 else np.concatenate(out, axis=0)
