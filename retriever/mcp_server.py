@@ -383,7 +383,11 @@ def build_server(
 
 def _search_tools(server: FastMCP, state: ServerState) -> None:
     """search and get_context: the vault searched, cited, within a budget."""
+    _register_search(server, state)
+    _register_get_context(server, state)
 
+
+def _register_search(server: FastMCP, state: ServerState) -> None:
     @server.tool(annotations=READ_ONLY)
     def search(
         queries: Annotated[
@@ -427,24 +431,15 @@ def _search_tools(server: FastMCP, state: ServerState) -> None:
         - search(queries="ERR_CONFIG_RELOAD", mode="lexical")
         """
 
-        def body() -> dict[str, Any]:
-            result, remarks = _do_search(
+        return state.run(
+            "search",
+            lambda: _search_answer(
                 state, queries, budget_tokens, mode, folder, tags, type, modified_after
-            )
-            data = result.to_dict()
-            data["mode"] = result.mode
-            data["model"] = state.scrub(result.model)  # a local model folder by its name
-            data["degraded_reason"] = state.scrub(result.degraded_reason)
-            if remarks:
-                data["notes"] = remarks
-            if data.get("likely_absent"):
-                data["advice"] = (
-                    "The vault probably does not answer this; tell the user instead of guessing."
-                )
-            return _cap_hits(_redact_all(data))
+            ),
+        )
 
-        return state.run("search", body)
 
+def _register_get_context(server: FastMCP, state: ServerState) -> None:
     @server.tool(annotations=READ_ONLY)
     def get_context(
         topic: Annotated[str, Field(description="What the conversation needs background on.")],
@@ -462,23 +457,58 @@ def _search_tools(server: FastMCP, state: ServerState) -> None:
         - get_context(topic="trip to Japan 2023", budget_tokens=3000)
         """
 
-        def body() -> str:
-            result, remarks = _do_search(state, topic, budget_tokens, None, None, None, None, None)
-            text = result.to_markdown()
-            if result.degraded_reason:
-                # The reason may name a model path on this machine: scrub just that line.
-                text = text.replace(result.degraded_reason, state.scrub(result.degraded_reason))
-            else:
-                text = f"> search mode: {result.mode}\n" + text
-            for remark in remarks:
-                text = f"> note: {remark}\n" + text
-            return _cap_text(redact(text)[0])
+        return state.run("get_context", lambda: _context_answer(state, topic, budget_tokens))
 
-        return state.run("get_context", body)
+
+def _search_answer(
+    state: ServerState,
+    queries: str | list[str],
+    budget_tokens: int,
+    mode: str | None,
+    folder: str | None,
+    tags: list[str] | str | None,
+    note_type: str | None,
+    modified_after: str | None,
+) -> dict[str, Any]:
+    """The search tool's answer: hits as data, with mode, model and reasons scrubbed."""
+    result, remarks = _do_search(
+        state, queries, budget_tokens, mode, folder, tags, note_type, modified_after
+    )
+    data = result.to_dict()
+    data["mode"] = result.mode
+    data["model"] = state.scrub(result.model)  # a local model folder by its name
+    data["degraded_reason"] = state.scrub(result.degraded_reason)
+    if remarks:
+        data["notes"] = remarks
+    if data.get("likely_absent"):
+        data["advice"] = (
+            "The vault probably does not answer this; tell the user instead of guessing."
+        )
+    return _cap_hits(_redact_all(data))
+
+
+def _context_answer(state: ServerState, topic: str, budget_tokens: int) -> str:
+    """get_context's answer: one markdown block, its first lines saying how search ran."""
+    result, remarks = _do_search(state, topic, budget_tokens, None, None, None, None, None)
+    text = result.to_markdown()
+    if result.degraded_reason:
+        # The reason may name a model path on this machine: scrub just that line.
+        text = text.replace(result.degraded_reason, state.scrub(result.degraded_reason))
+    else:
+        text = f"> search mode: {result.mode}\n" + text
+    for remark in remarks:
+        text = f"> note: {remark}\n" + text
+    return _cap_text(redact(text)[0])
 
 
 def _note_tools(server: FastMCP, state: ServerState) -> None:
     """read_note, list_notes and links: the vault read, confined to it."""
+    _register_read_note(server, state)
+    _register_list_notes(server, state)
+    _register_links(server, state)
+
+
+def _register_read_note(server: FastMCP, state: ServerState) -> None:
     app = state.app
 
     @server.tool(annotations=READ_ONLY)
@@ -506,6 +536,10 @@ def _note_tools(server: FastMCP, state: ServerState) -> None:
             "read_note",
             lambda: _redact_all(notes.read_note(app, path, start_line, end_line)),
         )
+
+
+def _register_list_notes(server: FastMCP, state: ServerState) -> None:
+    app = state.app
 
     @server.tool(annotations=READ_ONLY)
     def list_notes(
@@ -539,6 +573,10 @@ def _note_tools(server: FastMCP, state: ServerState) -> None:
             ),
         )
 
+
+def _register_links(server: FastMCP, state: ServerState) -> None:
+    app = state.app
+
     @server.tool(annotations=READ_ONLY)
     def links(
         path: Annotated[str, Field(description="Vault-relative note path.")],
@@ -563,8 +601,11 @@ def _note_tools(server: FastMCP, state: ServerState) -> None:
 
 def _hook_tools(server: FastMCP, state: ServerState) -> None:
     """context_for_tool and compress: what the agent hooks do, as tools."""
-    app = state.app
+    _register_context_for_tool(server, state)
+    _register_compress(server, state)
 
+
+def _register_context_for_tool(server: FastMCP, state: ServerState) -> None:
     @server.tool(annotations=READ_ONLY)
     def context_for_tool(
         tool_name: Annotated[
@@ -596,33 +637,15 @@ def _hook_tools(server: FastMCP, state: ServerState) -> None:
         - context_for_tool(tool_name="Bash", tool_input="restic check --read-data")
         """
 
-        def body() -> str:
-            name = _check_tool_name(tool_name)
-            event = _check_hook_event(hook_event, "PreToolUse")
-            found = tool_hooks.tool_query(name, _tool_input(name, tool_input))
-            budget = check_budget(budget_tokens)
-            if budget > MAX_HOOK_BUDGET:
-                raise _bad(f"budget_tokens must be at most {MAX_HOOK_BUDGET} here")
-            if found is None or _repeated(session_id, *found):
-                return ""
-            state.maybe_reprobe()
-            block = tool_hooks.tool_context(app, name, found[1], budget)
-            if event and block:
-                return hooks.hook_output(event, block)
-            return _cap_text(block)
+        return state.run(
+            "context_for_tool",
+            lambda: _context_for_tool(
+                state, tool_name, tool_input, budget_tokens, hook_event, session_id
+            ),
+        )
 
-        return state.run("context_for_tool", body)
 
-    def _repeated(session_id: str | None, key: str, query: str) -> bool:
-        if session_id is None:
-            return False
-        sid = _check_text(session_id, "session_id")
-        try:
-            folder = tool_hooks.state_dir(app.settings)
-        except OSError:
-            return False
-        return tool_hooks.is_repeat(folder, sid, key, query)
-
+def _register_compress(server: FastMCP, state: ServerState) -> None:
     @server.tool(annotations=READ_ONLY)
     def compress(
         text: Annotated[
@@ -652,41 +675,97 @@ def _hook_tools(server: FastMCP, state: ServerState) -> None:
         - compress(text=<git log>, task="which commit changed the caddy reload timeout")
         """
 
-        def body() -> str:
-            size = len(text.encode("utf-8", errors="replace")) if isinstance(text, str) else -1
-            if size < 0 or size > MAX_COMPRESS_BYTES:
-                raise _bad(f"text must be a string of at most {MAX_COMPRESS_BYTES // 1_000_000} MB")
-            goal = _check_text(task, "task", tool_hooks.MAX_TASK_CHARS) or ""
-            budget = check_budget(budget_tokens)
-            if budget > MAX_HOOK_BUDGET:
-                raise _bad(f"budget_tokens must be at most {MAX_HOOK_BUDGET} here")
-            if _check_hook_event(hook_event, "PostToolUse"):
-                return _compress_hook(text, goal, budget, tool_name, session_id)
-            if estimate_tokens(text) <= budget:
-                return _cap_text(redact(text)[0])
-            hint = "the full text is the one you passed in"
-            extract = compress_text(text, goal, budget_tokens=budget, full_hint=hint)
-            return _cap_text(redact(extract.text)[0])
-
-        return state.run("compress", body)
-
-    def _compress_hook(
-        text: str, task: str, budget: int, tool_name: str | None, session_id: str | None
-    ) -> str:
-        name = _check_tool_name(tool_name or "")
-        try:  # ${tool_response} arrives as JSON text: take the tool's own text out of it
-            text = tool_hooks.output_text(json.loads(text))
-        except ValueError:
-            pass
-        if not task and session_id:
-            sid = _check_text(session_id, "session_id") or ""
-            with contextlib.suppress(OSError):
-                saved = tool_hooks.load_state(tool_hooks.state_dir(app.settings), sid)
-                task = str(saved.get("prompt") or "")
-        settings = app.settings
-        return tool_hooks.compress_output(
-            name, text, task, "", threshold=settings.hook_compress_threshold, budget_tokens=budget
+        return state.run(
+            "compress",
+            lambda: _compress(
+                state.app, text, task, budget_tokens, tool_name, hook_event, session_id
+            ),
         )
+
+
+def _hook_budget(budget_tokens: object) -> int:
+    budget = check_budget(budget_tokens)
+    if budget > MAX_HOOK_BUDGET:
+        raise _bad(f"budget_tokens must be at most {MAX_HOOK_BUDGET} here")
+    return budget
+
+
+def _context_for_tool(
+    state: ServerState,
+    tool_name: str,
+    tool_input: dict[str, Any] | str,
+    budget_tokens: int,
+    hook_event: str | None,
+    session_id: str | None,
+) -> str:
+    name = _check_tool_name(tool_name)
+    event = _check_hook_event(hook_event, "PreToolUse")
+    found = tool_hooks.tool_query(name, _tool_input(name, tool_input))
+    budget = _hook_budget(budget_tokens)
+    if found is None or _repeated(state.app, session_id, *found):
+        return ""
+    state.maybe_reprobe()
+    block = tool_hooks.tool_context(state.app, name, found[1], budget)
+    if event and block:
+        return hooks.hook_output(event, block)
+    return _cap_text(block)
+
+
+def _repeated(app: Retriever, session_id: str | None, key: str, query: str) -> bool:
+    if session_id is None:
+        return False
+    sid = _check_text(session_id, "session_id")
+    try:
+        folder = tool_hooks.state_dir(app.settings)
+    except OSError:
+        return False
+    return tool_hooks.is_repeat(folder, sid, key, query)
+
+
+def _compress(
+    app: Retriever,
+    text: str,
+    task: str,
+    budget_tokens: int,
+    tool_name: str | None,
+    hook_event: str | None,
+    session_id: str | None,
+) -> str:
+    size = len(text.encode("utf-8", errors="replace")) if isinstance(text, str) else -1
+    if size < 0 or size > MAX_COMPRESS_BYTES:
+        raise _bad(f"text must be a string of at most {MAX_COMPRESS_BYTES // 1_000_000} MB")
+    goal = _check_text(task, "task", tool_hooks.MAX_TASK_CHARS) or ""
+    budget = _hook_budget(budget_tokens)
+    if _check_hook_event(hook_event, "PostToolUse"):
+        return _compress_hook(app, text, goal, budget, tool_name, session_id)
+    if estimate_tokens(text) <= budget:
+        return _cap_text(redact(text)[0])
+    hint = "the full text is the one you passed in"
+    extract = compress_text(text, goal, budget_tokens=budget, full_hint=hint)
+    return _cap_text(redact(extract.text)[0])
+
+
+def _compress_hook(
+    app: Retriever,
+    text: str,
+    task: str,
+    budget: int,
+    tool_name: str | None,
+    session_id: str | None,
+) -> str:
+    name = _check_tool_name(tool_name or "")
+    try:  # ${tool_response} arrives as JSON text: take the tool's own text out of it
+        text = tool_hooks.output_text(json.loads(text))
+    except ValueError:
+        pass
+    if not task and session_id:
+        sid = _check_text(session_id, "session_id") or ""
+        with contextlib.suppress(OSError):
+            saved = tool_hooks.load_state(tool_hooks.state_dir(app.settings), sid)
+            task = str(saved.get("prompt") or "")
+    return tool_hooks.compress_output(
+        name, text, task, "", threshold=app.settings.hook_compress_threshold, budget_tokens=budget
+    )
 
 
 def _health_tool(server: FastMCP, state: ServerState) -> None:
