@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psycopg
+from psycopg.rows import args_row
 
 from retriever import store
 from retriever.absence import (
@@ -200,18 +201,30 @@ class _ChunkRow:
 
 
 def _fetch_chunks(conn: psycopg.Connection, ids: Sequence[int]) -> dict[int, _ChunkRow]:
-    rows = conn.execute(
-        """
-        SELECT c.id, c.doc_id, d.path, d.title, c.heading_trail, c.start_line, c.end_line,
-               c.content_type, p.text, p.tokens, c.passage_hash, d.size, d.mtime_ns
-        FROM chunks c JOIN documents d ON d.id = c.doc_id JOIN passages p ON p.hash = c.passage_hash
-        WHERE c.id = ANY(%s)
-        """,
-        (list(ids),),
-    ).fetchall()
-    return {int(r[0]): _ChunkRow(int(r[0]), int(r[1]), r[2], r[3], list(r[4]), int(r[5]), int(r[6]),
-                                 r[7], r[8], int(r[9]), bytes(r[10]), int(r[11]),
-                                 int(r[12])) for r in rows}  # fmt: skip
+    with conn.cursor(row_factory=args_row(_ChunkRow)) as cur:
+        rows = cur.execute(
+            """
+            SELECT c.id, c.doc_id, d.path, d.title, c.heading_trail, c.start_line, c.end_line,
+                   c.content_type, p.text, p.tokens, c.passage_hash, d.size, d.mtime_ns
+            FROM chunks c JOIN documents d ON d.id = c.doc_id
+                 JOIN passages p ON p.hash = c.passage_hash
+            WHERE c.id = ANY(%s)
+            """,
+            (list(ids),),
+        ).fetchall()
+    return {row.id: row for row in rows}
+
+
+@dataclass(slots=True)
+class _Semantic:
+    """How the semantic arm runs in one search: its model row and query vectors, or why
+    it does not (the search then runs lexical and says so)."""
+
+    mode: Mode
+    model: tuple[int, int] | None = None
+    vectors: list[np.ndarray] | None = None
+    degraded: str | None = None
+    failure: str | None = None  # the embedder's error when it failed mid-search
 
 
 class Searcher:
@@ -279,47 +292,58 @@ class Searcher:
         """Returns the result and, if the embedder failed mid-search, its error."""
         check_options(opts)
         started = time.perf_counter()
-        mode, degraded, failure = opts.mode, None, None
-        model: tuple[int, int] | None = None
-        if mode in ("hybrid", "semantic"):
-            model, degraded = self.semantic_model(conn, embedder, embed_error)
-            if model is None:
-                mode = "lexical"
-        where, fparams = DocFilter.of_options(opts).sql()
-        qvecs: list[np.ndarray] | None = None
-        if model is not None and embedder is not None:
-            try:
-                qvecs = self.query_vectors(embedder, queries)
-            except EmbedderError as exc:
-                failure = str(exc)
-                degraded, mode, model = f"embedder failed: {exc}", "lexical", None
-        scope = Scope(where, fparams)
-        arms = self.gather(conn, queries, mode, model, qvecs, scope, opts.bm25)
-        ranking, absence, calibration = self.ranking_for(conn, opts, embedder, bool(arms.semantic))
-        scores, lifted = fuse(arms, ranking, first_chunk=self.titles.first_chunk,
-                              walk=self.walker(conn, scope))  # fmt: skip
+        sem = self._semantic(conn, queries, opts.mode, embedder, embed_error)
+        scope = Scope(*DocFilter.of_options(opts).sql())
+        arms = self.gather(conn, queries, sem.mode, sem.model, sem.vectors, scope, opts.bm25)
+        semantic = bool(arms.semantic)
+        ranking, absence, calibration = self.ranking_for(conn, opts, embedder, semantic)
+        walk = self.walker(conn, scope)
+        scores, lifted = fuse(arms, ranking, first_chunk=self.titles.first_chunk, walk=walk)
         ranked_ids = sorted(scores, key=lambda c: (-scores[c], c))
         rows = _fetch_chunks(conn, ranked_ids[: max(opts.limit * 3, 60)] + lifted)
         ranked_ids = [c for c in ranked_ids if c in rows]
-        hits, ranked_paths = self._deliver(ranked_ids, rows, scores, opts, arms, lifted, vault)
+        hits = self._deliver(ranked_ids, rows, scores, opts, arms, lifted, vault)
         coverage = _coverage(conn, ranked_ids[0], queries) if ranked_ids else 0.0
         sig = signals(arms, coverage, _unknown(conn, queries))
-        if not hits:
-            likely_absent = True
-        elif absence is not None:
-            likely_absent = absence.absent(sig)
-        else:
-            likely_absent = default_absent(sig, opts, semantic=bool(arms.semantic))
         result = SearchResult(
-            queries=queries, mode=mode, degraded_reason=degraded, hits=hits, coverage=coverage,
-            best_cosine=sig["best_cosine"] if arms.semantic else None, likely_absent=likely_absent,
-            budget_tokens=opts.budget_tokens, used_tokens=sum(h.tokens for h in hits),
-            fusion=ranking.method if mode == "hybrid" else mode, ranking=ranking.label(),
-            calibration=calibration, signals=sig, took_ms=(time.perf_counter() - started) * 1000,
-            ranked_paths=ranked_paths,
-            model=embedder.model_id if embedder is not None and mode != "lexical" else None,
-        )  # fmt: skip
-        return result, failure
+            queries=queries,
+            mode=sem.mode,
+            degraded_reason=sem.degraded,
+            hits=hits,
+            coverage=coverage,
+            best_cosine=sig["best_cosine"] if semantic else None,
+            likely_absent=_likely_absent(hits, absence, sig, opts, semantic),
+            budget_tokens=opts.budget_tokens,
+            used_tokens=sum(h.tokens for h in hits),
+            fusion=ranking.method if sem.mode == "hybrid" else sem.mode,
+            ranking=ranking.label(),
+            calibration=calibration,
+            signals=sig,
+            took_ms=(time.perf_counter() - started) * 1000,
+            ranked_paths=_distinct_paths(ranked_ids, rows),
+            model=embedder.model_id if embedder is not None and sem.mode != "lexical" else None,
+        )
+        return result, sem.failure
+
+    def _semantic(
+        self,
+        conn: psycopg.Connection,
+        queries: list[str],
+        mode: Mode,
+        embedder: Embedder | None,
+        embed_error: str | None,
+    ) -> _Semantic:
+        """The semantic arm's model and query vectors, or lexical with the reason."""
+        if mode not in ("hybrid", "semantic"):
+            return _Semantic(mode)
+        model, degraded = self.semantic_model(conn, embedder, embed_error)
+        if model is None or embedder is None:
+            return _Semantic("lexical", degraded=degraded)
+        try:
+            vectors = self.query_vectors(embedder, queries)
+        except EmbedderError as exc:
+            return _Semantic("lexical", degraded=f"embedder failed: {exc}", failure=str(exc))
+        return _Semantic(mode, model, vectors, degraded)
 
     def query_vectors(self, embedder: Embedder, queries: list[str]) -> list[np.ndarray]:
         """One vector per query the model can embed (a query of unknown words has none).
@@ -352,15 +376,27 @@ class Searcher:
         )
         if mode in ("hybrid", "lexical"):
             for q in queries:
-                rows = bm25_search(conn, query_terms(q), limit=ARM_DEPTH, params=bm25,
-                                   extra_sql=lex_extra, extra_params=scope.params)  # fmt: skip
-                arms.lexical.append(dict(rows))
+                found = bm25_search(
+                    conn,
+                    query_terms(q),
+                    limit=ARM_DEPTH,
+                    params=bm25,
+                    extra_sql=lex_extra,
+                    extra_params=scope.params,
+                )
+                arms.lexical.append(dict(found))
             arms.title = self._titles(conn, queries, scope)
         if mode in ("hybrid", "semantic") and model is not None:
             for qv in qvecs or []:
-                rows = vector_search(conn, model[0], model[1], np.asarray(qv), limit=ARM_DEPTH,
-                                     doc_filter=scope.where, filter_params=scope.params)  # fmt: skip
-                arms.semantic.append(dict(rows))
+                found = vector_search(
+                    conn,
+                    *model,
+                    np.asarray(qv),
+                    limit=ARM_DEPTH,
+                    doc_filter=scope.where,
+                    filter_params=scope.params,
+                )
+                arms.semantic.append(dict(found))
         ids = list(arms.chunks())
         if ids:
             owners = conn.execute("SELECT id, doc_id FROM chunks WHERE id = ANY(%s)", (ids,))
@@ -423,42 +459,100 @@ class Searcher:
         arms: Arms,
         lifted: list[int],
         vault: Path,
-    ) -> tuple[list[Hit], list[str]]:
-        lex_rank = _best_ranks([list(x) for x in arms.lexical])
-        sem_rank = _best_ranks([list(x) for x in arms.semantic])
-        graph_rank = {c: i for i, c in enumerate(lifted, start=1)}
-        title_docs = {d: i for i, d in enumerate(arms.title, start=1)}
-        ranked_paths: list[str] = []
-        seen_paths: set[str] = set()
-        for cid in ranked_ids:
-            if rows[cid].path not in seen_paths:
-                seen_paths.add(rows[cid].path)
-                ranked_paths.append(rows[cid].path)
+    ) -> list[Hit]:
+        """The best passages that fit the budget, adjacent ones merged, each cited."""
         candidates = [rows[c] for c in ranked_ids[: opts.limit * 2]]
-        plan = allocate(candidates, budget=opts.budget_tokens, doc_of=lambda r: r.path,
-                        tokens_of=lambda r: r.tokens)  # fmt: skip
+        plan = allocate(
+            candidates,
+            budget=opts.budget_tokens,
+            doc_of=lambda r: r.path,
+            tokens_of=lambda r: r.tokens,
+        )
         chosen = [candidates[i] for i in plan.kept][: opts.limit]
-        stale_cache: dict[str, bool] = {}
+        ranks = _ArmRanks.of(arms, lifted)
+        stale: dict[str, bool] = {}
         hits: list[Hit] = []
         for group in _merge_adjacent(chosen):
-            head = group[0]
-            text = "\n".join(r.text for r in group)
-            if head.path not in stale_cache:
-                stale_cache[head.path] = _is_stale(vault, head)
-            ranks = {"lexical": _min_rank(lex_rank, group), "semantic": _min_rank(sem_rank, group),
-                     "graph": _min_rank(graph_rank, group), "title": title_docs.get(head.doc_id)}  # fmt: skip
-            hits.append(
-                Hit(path=head.path, title=head.title, heading_trail=head.trail,
-                    start_line=min(r.start for r in group), end_line=max(r.end for r in group),
-                    text=text, score=round(max(scores[r.id] for r in group), 6), ranks=ranks,
-                    passage_hash=head.hash.hex(), stale=stale_cache[head.path],
-                    content_type=head.ctype, tokens=estimate_tokens(text))
-            )  # fmt: skip
+            path = group[0].path
+            if path not in stale:
+                stale[path] = _is_stale(vault, group[0])
+            hits.append(_hit(group, scores, ranks.of_group(group), stale[path]))
         if hits and hits[0].tokens > opts.budget_tokens:
             # The single best passage alone is over budget (a huge code block or table is
             # never split at index time): deliver its head, cited exactly, and say so.
             truncate_to_budget(hits[0], opts.budget_tokens)
-        return hits, ranked_paths
+        return hits
+
+
+def _likely_absent(
+    hits: list[Hit],
+    absence: AbsenceModel | None,
+    sig: Mapping[str, float],
+    opts: SearchOptions,
+    semantic: bool,
+) -> bool:
+    if not hits:
+        return True
+    if absence is not None:
+        return absence.absent(sig)
+    return default_absent(sig, opts, semantic=semantic)
+
+
+def _distinct_paths(ranked_ids: list[int], rows: dict[int, _ChunkRow]) -> list[str]:
+    """Each note once, in the order of its best passage."""
+    return list(dict.fromkeys(rows[c].path for c in ranked_ids))
+
+
+@dataclass(frozen=True, slots=True)
+class _ArmRanks:
+    """Where each arm placed each passage (or, for the title arm, each note)."""
+
+    lexical: dict[int, int]
+    semantic: dict[int, int]
+    graph: dict[int, int]
+    title: dict[int, int]
+
+    @classmethod
+    def of(cls, arms: Arms, lifted: list[int]) -> _ArmRanks:
+        return cls(
+            lexical=_best_ranks([list(x) for x in arms.lexical]),
+            semantic=_best_ranks([list(x) for x in arms.semantic]),
+            graph={c: i for i, c in enumerate(lifted, start=1)},
+            title={d: i for i, d in enumerate(arms.title, start=1)},
+        )
+
+    def of_group(self, group: list[_ChunkRow]) -> dict[str, int | None]:
+        return {
+            "lexical": _min_rank(self.lexical, group),
+            "semantic": _min_rank(self.semantic, group),
+            "graph": _min_rank(self.graph, group),
+            "title": self.title.get(group[0].doc_id),
+        }
+
+
+def _hit(
+    group: list[_ChunkRow],
+    scores: dict[int, float],
+    ranks: dict[str, int | None],
+    stale: bool,
+) -> Hit:
+    """One delivered hit from touching passages of one note."""
+    head = group[0]
+    text = "\n".join(r.text for r in group)
+    return Hit(
+        path=head.path,
+        title=head.title,
+        heading_trail=head.trail,
+        start_line=min(r.start for r in group),
+        end_line=max(r.end for r in group),
+        text=text,
+        score=round(max(scores[r.id] for r in group), 6),
+        ranks=ranks,
+        passage_hash=head.hash.hex(),
+        stale=stale,
+        content_type=head.ctype,
+        tokens=estimate_tokens(text),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -574,11 +668,7 @@ def _merge_adjacent(chosen: list[_ChunkRow]) -> list[list[_ChunkRow]]:
     become one hit), keeping the delivery order of each group's first chunk."""
     groups: list[list[_ChunkRow]] = []
     for row in chosen:
-        touching = [
-            g for g in groups
-            if g[0].doc_id == row.doc_id
-            and any(row.start <= r.end + 1 and r.start <= row.end + 1 for r in g)
-        ]  # fmt: skip
+        touching = [g for g in groups if _touches(g, row)]
         if not touching:
             groups.append([row])
             continue
@@ -589,6 +679,13 @@ def _merge_adjacent(chosen: list[_ChunkRow]) -> list[list[_ChunkRow]]:
             groups.remove(other)
         first.sort(key=lambda r: r.start)
     return groups
+
+
+def _touches(group: list[_ChunkRow], row: _ChunkRow) -> bool:
+    """Same note, and line ranges that overlap or meet."""
+    return group[0].doc_id == row.doc_id and any(
+        row.start <= r.end + 1 and r.start <= row.end + 1 for r in group
+    )
 
 
 def _is_stale(vault: Path, row: _ChunkRow) -> bool:
