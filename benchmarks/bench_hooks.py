@@ -34,30 +34,42 @@ def token_rows() -> list[dict[str, Any]]:
         started = time.perf_counter()
         extract = compress(o.text, o.task, context=" ".join(o.tool_input.values()))
         took = (time.perf_counter() - started) * 1000
-        rows.append({
-            "fixture": o.name,
-            "tokens_before": extract.tokens_before,
-            "tokens_after": extract.tokens_after,
-            "saved_pct": round(100 * (1 - extract.tokens_after / extract.tokens_before), 1),
-            "kept_all_needed": all(n in extract.text for n in o.must_keep),
-            "compress_ms": round(took, 1),
-        })  # fmt: skip
+        rows.append(
+            {
+                "fixture": o.name,
+                "tokens_before": extract.tokens_before,
+                "tokens_after": extract.tokens_after,
+                "saved_pct": round(100 * (1 - extract.tokens_after / extract.tokens_before), 1),
+                "kept_all_needed": all(n in extract.text for n in o.must_keep),
+                "compress_ms": round(took, 1),
+            }
+        )
     return rows
 
 
 def _post_event(o: ToolOutput) -> dict[str, Any]:
-    return {"session_id": "bench-post", "hook_event_name": "PostToolUse",
-            "tool_name": o.tool_name, "tool_input": o.tool_input,
-            "tool_response": {"stdout": o.text, "stderr": "", "interrupted": False}}  # fmt: skip
+    return {
+        "session_id": "bench-post",
+        "hook_event_name": "PostToolUse",
+        "tool_name": o.tool_name,
+        "tool_input": o.tool_input,
+        "tool_response": {"stdout": o.text, "stderr": "", "interrupted": False},
+    }
 
 
 def _events() -> dict[str, tuple[list[str], Any]]:
     """Hook -> (command, event for run i): distinct sessions so no run is a 'repeat'."""
-    pre = {"hook_event_name": "PreToolUse", "tool_name": "Read",
-           "tool_input": {"file_path": "/code/ops/restic_backup.sh"}, "cwd": "/tmp"}  # fmt: skip
+    pre = {
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Read",
+        "tool_input": {"file_path": "/code/ops/restic_backup.sh"},
+        "cwd": "/tmp",
+    }
     trivial = {**pre, "tool_name": "Bash", "tool_input": {"command": "ls -la"}}
-    prompt = {"hook_event_name": "UserPromptSubmit",
-              "prompt": "How do I restore a single file from the restic backup?"}  # fmt: skip
+    prompt = {
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "How do I restore a single file from the restic backup?",
+    }
     post = _post_event(suite_run())
     return {
         "pre-tool (search)": (["pre-tool"], lambda i: {**pre, "session_id": f"b-pre-{i}"}),
@@ -80,17 +92,29 @@ def latency_rows(env: dict[str, str], runs: int) -> list[dict[str, Any]]:
         for i in range(runs + 1):  # run 0 warms the page cache, not counted
             payload = json.dumps(event_of(i))
             started = time.perf_counter()
-            done = subprocess.run([_exe(), "hook", *args], input=payload, env=env,
-                                  capture_output=True, text=True, timeout=60)  # fmt: skip
+            done = subprocess.run(
+                [_exe(), "hook", *args],
+                input=payload,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             took = (time.perf_counter() - started) * 1000
             if i:
                 times.append(took)
                 outputs += bool(done.stdout.strip())
             if done.returncode != 0:
                 raise SystemExit(f"{name}: exit {done.returncode}: {done.stderr[-500:]}")
-        rows.append({"hook": name, "runs": runs, "p50_ms": round(percentile(times, 50), 1),
-                     "p95_ms": round(percentile(times, 95), 1),
-                     "with_output": outputs})  # fmt: skip
+        rows.append(
+            {
+                "hook": name,
+                "runs": runs,
+                "p50_ms": round(percentile(times, 50), 1),
+                "p95_ms": round(percentile(times, 95), 1),
+                "with_output": outputs,
+            }
+        )
     return rows
 
 
@@ -113,8 +137,12 @@ def main(argv: list[str] | None = None) -> None:
             model = str(build_model(args.vault, home / "model"))
         app = open_app(args.vault.resolve(), home, model)
         app.index()
-        env = {**os.environ, "RETRIEVER_HOME": str(home), "RETRIEVER_EMBED_MODEL": model,
-               "RETRIEVER_VAULT": str(args.vault.resolve())}  # fmt: skip
+        env = {
+            **os.environ,
+            "RETRIEVER_HOME": str(home),
+            "RETRIEVER_EMBED_MODEL": model,
+            "RETRIEVER_VAULT": str(args.vault.resolve()),
+        }
         latency = latency_rows(env, args.runs)
         app.close()
     finally:

@@ -116,8 +116,12 @@ def run(corpus: Path, model: str, home: Path | None, database_url: str | None) -
     out["stages_s"] = {k: [round(a, 1), round(b, 1)] for k, (a, b) in stages.items()}
     out["postgres_peak_mb"] = mem.postgres_peak_mb if mem.available and not database_url else None
     out["tree_peak_mb"] = mem.tree_peak_mb if mem.available else None
-    out.update(files=report.files_seen, chunks=report.chunks_added,
-               passages_embedded=report.passages_embedded, errors=len(report.errors))  # fmt: skip
+    out.update(
+        files=report.files_seen,
+        chunks=report.chunks_added,
+        passages_embedded=report.passages_embedded,
+        errors=len(report.errors),
+    )
     out["files_per_s"] = round(report.files_seen / out["full_s"], 1)
     out["python_peak_mb"] = self_peak_rss_mb()  # getrusage: self + waited-for children
     out["python_hwm_mb"] = hwm_rss_mb()

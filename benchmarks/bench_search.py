@@ -155,10 +155,17 @@ def show(r: dict[str, Any]) -> None:
     print(f"corpus {r['corpus']}: {r['queries']} queries per row")
     print(f"index: ours {r['ours_index_s']} s (files changed {r['ours_files_changed']}), ref {ref}")
     rows = [
-        (mode, v["ours_p50_ms"], v["ref_p50_ms"], v["ratio_p50"], v["ours_p95_ms"],
-         v["ref_p95_ms"], v["ratio_p95"])
+        (
+            mode,
+            v["ours_p50_ms"],
+            v["ref_p50_ms"],
+            v["ratio_p50"],
+            v["ours_p95_ms"],
+            v["ref_p95_ms"],
+            v["ratio_p95"],
+        )
         for mode, v in r["latency"].items()
-    ]  # fmt: skip
+    ]
     print_table(rows, ("ours", "ours p50", "ref p50", "ratio", "ours p95", "ref p95", "ratio"))
     print("latencies in ms, ratio = ours/reference")
     print("HNSW:", ", ".join(f"{k}={v}" for k, v in r["hnsw"].items()))

@@ -37,9 +37,16 @@ class CompatServer:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.cmd = [
-            args.server_python, args.server_script, "--model-dir", args.model_dir,
-            "--name", args.name, "--port", str(args.port), *args.server_arg,
-        ]  # fmt: skip
+            args.server_python,
+            args.server_script,
+            "--model-dir",
+            args.model_dir,
+            "--name",
+            args.name,
+            "--port",
+            str(args.port),
+            *args.server_arg,
+        ]
         self.url = f"http://127.0.0.1:{args.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -103,12 +110,14 @@ def bench_index(args: argparse.Namespace) -> dict[str, Any]:
                 wall, report = retriever("index", args.vault, env=env)
                 tiers = {t["tier"]: t for t in report["tiers"]}
                 row = {
-                    "config": config, "run": run, "wall_s": round(wall, 1),
+                    "config": config,
+                    "run": run,
+                    "wall_s": round(wall, 1),
                     "index_s": report["seconds"],
                     "embed_s": {k: t["seconds"] for k, t in tiers.items()},
                     "pending": {k: t["pending"] for k, t in tiers.items()},
                     "passages": report["passages_embedded"] + report["passages_pending"],
-                }  # fmt: skip
+                }
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     finally:
@@ -153,8 +162,9 @@ def bench_quality(args: argparse.Namespace) -> dict[str, Any]:
     out["both tiers, primary stopped"] = _calibrated(
         retriever("eval", args.cases, "--vault", args.vault, env=env)[1]
     )
-    alone = env_for(args, Path(args.home) / "quality-fallback", primary=args.fallback,
-                    fallback="none")  # fmt: skip
+    alone = env_for(
+        args, Path(args.home) / "quality-fallback", primary=args.fallback, fallback="none"
+    )
     out["fallback model alone"] = _calibrated(
         retriever("eval", args.cases, "--vault", args.vault, env=alone)[1]
     )
@@ -177,9 +187,13 @@ def bench_switch(args: argparse.Namespace) -> dict[str, Any]:
     server = CompatServer(args)
     server.start()
     settings = Settings(
-        vault=Path(args.vault), home=home, embed_model=f"ollama:{args.name}",
-        fallback_model=args.fallback, ollama_url=server.url, fresh_search=False,
-    )  # fmt: skip
+        vault=Path(args.vault),
+        home=home,
+        embed_model=f"ollama:{args.name}",
+        fallback_model=args.fallback,
+        ollama_url=server.url,
+        fresh_search=False,
+    )
     app = Retriever(settings)
     app.index()
     cases = [
@@ -202,12 +216,17 @@ def bench_switch(args: argparse.Namespace) -> dict[str, Any]:
                 query = f"{cases[(n * per_phase + i) % len(cases)]} ({n}.{i})"  # never cached
                 started = time.perf_counter()
                 result = app.search(query)
-                answers.append({
-                    "phase": phase, "mode": result.mode, "tier": result.tier,
-                    "reason": result.degraded_reason, "hits": len(result.hits),
-                    "ms": round((time.perf_counter() - started) * 1000, 1),
-                    "t": round(time.monotonic() - phase_started, 1),
-                })  # fmt: skip
+                answers.append(
+                    {
+                        "phase": phase,
+                        "mode": result.mode,
+                        "tier": result.tier,
+                        "reason": result.degraded_reason,
+                        "hits": len(result.hits),
+                        "ms": round((time.perf_counter() - started) * 1000, 1),
+                        "t": round(time.monotonic() - phase_started, 1),
+                    }
+                )
                 time.sleep(args.pace)
     finally:
         server.stop()

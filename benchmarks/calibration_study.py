@@ -74,8 +74,13 @@ def main() -> None:
     with app.db.connection() as conn:
         model, _ = searcher.semantic_model(conn, embedder, None)
         notes, shared, common, _ = cal.load_notes(conn, cal.MAX_QUERIES)
-        queries = make_queries(notes, limit=cal.MAX_QUERIES, shared_names=shared,
-                               common_headings=common, rarity=cal._rarity(conn, notes))  # fmt: skip
+        queries = make_queries(
+            notes,
+            limit=cal.MAX_QUERIES,
+            shared_names=shared,
+            common_headings=common,
+            rarity=cal._rarity(conn, notes),
+        )
         searcher.titles.get(conn)
         arms = cal.run_arms(
             conn, searcher, queries, embedder=embedder, model=model, bm25=app.bm25()
@@ -103,10 +108,15 @@ def main() -> None:
                 r = config.ranking
                 rows.append((r, float(chooser.score(r).mean()), real(r)))
         chosen_real = real(chosen)
-        refs = {"lex": Ranking("lexical", graph_weight=0.0), "sem": Ranking("semantic", graph_weight=0.0),
-                "lin.5": Ranking("linear", 0.5, graph_weight=0.0), "lin1": Ranking("linear", 1.0, graph_weight=0.0),
-                "rrf.5": Ranking("rrf", 0.5, graph_weight=0.0), "rrf1": Ranking("rrf", 1.0, graph_weight=0.0),
-                "rrf2": Ranking("rrf", 2.0, graph_weight=0.0)}  # fmt: skip
+        refs = {
+            "lex": Ranking("lexical", graph_weight=0.0),
+            "sem": Ranking("semantic", graph_weight=0.0),
+            "lin.5": Ranking("linear", 0.5, graph_weight=0.0),
+            "lin1": Ranking("linear", 1.0, graph_weight=0.0),
+            "rrf.5": Ranking("rrf", 0.5, graph_weight=0.0),
+            "rrf1": Ranking("rrf", 1.0, graph_weight=0.0),
+            "rrf2": Ranking("rrf", 2.0, graph_weight=0.0),
+        }
         kinds = sorted({q.kind for q in queries})
         print("kind      n   " + " ".join(f"{k:>7}" for k in refs))
         for kind in kinds:

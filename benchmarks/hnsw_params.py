@@ -46,8 +46,10 @@ def main() -> None:
     with psycopg.connect(_database(args.home), autocommit=True) as conn:
         model, dim = conn.execute("SELECT id, dim FROM models LIMIT 1").fetchone()  # type: ignore[misc]
         expr = f"(vec::halfvec({dim}))"
-        sql = (f"SELECT hash FROM embeddings WHERE model = {model} ORDER BY {expr} <=> "
-               f"%s::halfvec({dim}) LIMIT {K}")  # fmt: skip
+        sql = (
+            f"SELECT hash FROM embeddings WHERE model = {model} ORDER BY {expr} <=> "
+            f"%s::halfvec({dim}) LIMIT {K}"
+        )
         for (name,) in conn.execute(
             "SELECT indexname FROM pg_indexes WHERE indexname LIKE 'embeddings_hnsw%%'"
         ).fetchall():

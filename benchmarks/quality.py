@@ -121,8 +121,10 @@ def show(r: dict[str, Any]) -> None:
     print_table(rows, ("mode", "measure", "ours", "reference", "ours-ref"))
     if r.get("ours_evaluate"):
         print("\nours through retriever.evaluate (its ablations, same index):")
-        rows = [(name, v["ndcg@10"], v["recall@10"], v["mrr"], (v["latency_ms"] or {}).get("p50"))
-                for name, v in r["ours_evaluate"].items()]  # fmt: skip
+        rows = [
+            (name, v["ndcg@10"], v["recall@10"], v["mrr"], (v["latency_ms"] or {}).get("p50"))
+            for name, v in r["ours_evaluate"].items()
+        ]
         print_table(rows, ("config", "nDCG@10", "R@10", "MRR", "p50 ms"))
 
 

@@ -274,11 +274,11 @@ class Tiers:
 
     def __init__(self, settings: Settings, loaders: dict[str, Loader] | None = None) -> None:
         loaders = loaders or {}
+        interval = settings.probe_interval_max
         self.tiers = [
-            Tier(name, model, loaders.get(name) or loader_for(settings, name),
-                 settings.probe_interval_max)
+            Tier(name, model, loaders.get(name) or loader_for(settings, name), interval)
             for name, model in configured(settings)
-        ]  # fmt: skip
+        ]
 
     @property
     def primary(self) -> Tier:

@@ -74,9 +74,13 @@ class Stack:
 
     def compose(self, *args: str, timeout: float = 600, check: bool = True) -> str:
         proc = subprocess.run(
-            [*self.base, *args], cwd=ROOT, env=self.env, capture_output=True, text=True,
+            [*self.base, *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
             timeout=timeout,
-        )  # fmt: skip
+        )
         if check and proc.returncode != 0:
             last = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-3:]
             raise CheckFailed(f"`compose {' '.join(args)}` failed: {' | '.join(last)}")
@@ -91,15 +95,22 @@ class Stack:
     def inspect(self, service: str) -> dict[str, Any]:
         out = subprocess.run(
             ["docker", "inspect", self.container(service)],
-            env=self.env, capture_output=True, text=True, check=True,
-        )  # fmt: skip
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return json.loads(out.stdout)[0]
 
     def exec(self, service: str, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
-            [*self.base, "exec", "-T", service, *cmd], cwd=ROOT, env=self.env,
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            [*self.base, "exec", "-T", service, *cmd],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if check and proc.returncode != 0:
             raise CheckFailed(f"{service}: `{' '.join(cmd)}` failed: {proc.stderr.strip()[-200:]}")
         return proc
@@ -285,8 +296,9 @@ def run_checks(stack: Stack, mcp: Mcp, vault: Path, port: int) -> list[Result]:
         (vault / note).chmod(0o644)
         seen = poll(
             lambda: stack.sql(f"SELECT count(*) FROM documents WHERE path = '{note}'") == "1",
-            timeout=60, every=0.5,
-        )  # fmt: skip
+            timeout=60,
+            every=0.5,
+        )
         if seen is None:
             raise CheckFailed(
                 f"the indexer did not index {note} within 60 s: {stack.tail('indexer')}"

@@ -18,13 +18,47 @@ from tests.conftest import retriever_exe
 from tests.model_factory import build_model
 
 TOPICS = [
-    "sourdough", "espresso", "kayak", "telescope", "beehive", "compost", "violin", "bonsai",
-    "aquarium", "pottery", "chess", "origami", "marathon", "climbing", "birdwatching",
-    "knitting", "woodworking", "photography", "calligraphy", "gardening", "cycling",
-    "sailing", "fermentation", "astronomy", "beekeeping", "archery", "fencing", "juggling",
-    "skiing", "surfing", "yoga", "meditation", "podcasting", "soldering", "welding",
-    "embroidery", "glassblowing", "mushrooms", "saxophone", "harmonica",
-]  # fmt: skip
+    "sourdough",
+    "espresso",
+    "kayak",
+    "telescope",
+    "beehive",
+    "compost",
+    "violin",
+    "bonsai",
+    "aquarium",
+    "pottery",
+    "chess",
+    "origami",
+    "marathon",
+    "climbing",
+    "birdwatching",
+    "knitting",
+    "woodworking",
+    "photography",
+    "calligraphy",
+    "gardening",
+    "cycling",
+    "sailing",
+    "fermentation",
+    "astronomy",
+    "beekeeping",
+    "archery",
+    "fencing",
+    "juggling",
+    "skiing",
+    "surfing",
+    "yoga",
+    "meditation",
+    "podcasting",
+    "soldering",
+    "welding",
+    "embroidery",
+    "glassblowing",
+    "mushrooms",
+    "saxophone",
+    "harmonica",
+]
 
 
 def _write_vault(root: Path, topics: list[str], *, edition: int = 0) -> Path:
@@ -144,20 +178,44 @@ def test_status_health_and_eval_show_the_calibration(
 
 
 def test_cli_calibrate_reports_and_exits_0(hobby_vault_dir, db_url: str, tmp_path: Path) -> None:
-    env = {"DATABASE_URL": db_url, "RETRIEVER_HOME": str(tmp_path / "home"),
-           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin", "RETRIEVER_SERVICE": "off"}  # fmt: skip
-    subprocess.run([retriever_exe(), "index", str(hobby_vault_dir), "--json"], env=env,
-                   capture_output=True, check=False)  # fmt: skip
-    done = subprocess.run([retriever_exe(), "calibrate", str(hobby_vault_dir), "--json"],
-                          env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    env = {
+        "DATABASE_URL": db_url,
+        "RETRIEVER_HOME": str(tmp_path / "home"),
+        "RETRIEVER_EMBED_MODEL": "none",
+        "PATH": "/usr/bin:/bin",
+        "RETRIEVER_SERVICE": "off",
+    }
+    subprocess.run(
+        [retriever_exe(), "index", str(hobby_vault_dir), "--json"],
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    done = subprocess.run(
+        [retriever_exe(), "calibrate", str(hobby_vault_dir), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["ok"] and data["status"] == "calibrated" and data["label"].startswith("lexical")
-    due = subprocess.run([retriever_exe(), "calibrate", str(hobby_vault_dir), "--if-due"],
-                         env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    due = subprocess.run(
+        [retriever_exe(), "calibrate", str(hobby_vault_dir), "--if-due"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert due.returncode == 0 and "current" in due.stdout
-    status = subprocess.run([retriever_exe(), "status", str(hobby_vault_dir)], env=env,
-                            capture_output=True, text=True, check=False)  # fmt: skip
+    status = subprocess.run(
+        [retriever_exe(), "status", str(hobby_vault_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert "ranking   calibrated: lexical" in status.stdout
 
 

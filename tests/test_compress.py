@@ -81,12 +81,18 @@ def test_short_text_is_kept_whole() -> None:
 
 @pytest.mark.parametrize(
     ("line", "error"),
-    [("src/a.c:1:2: error: boom", True), ("Traceback (most recent call last):", True),
-     ("E       assert 1 == 2", True), ("FAILED tests/x.py::t", True),
-     ("panic: runtime error: index out of range", True), ("ValueError: bad", True),
-     ("[ 10%] Building CXX object a.o -Wall -Wno-error=deprecated", False),
-     ("tests/test_x.py::test_y PASSED", False), ("the mirror and the terror", False)],
-)  # fmt: skip
+    [
+        ("src/a.c:1:2: error: boom", True),
+        ("Traceback (most recent call last):", True),
+        ("E       assert 1 == 2", True),
+        ("FAILED tests/x.py::t", True),
+        ("panic: runtime error: index out of range", True),
+        ("ValueError: bad", True),
+        ("[ 10%] Building CXX object a.o -Wall -Wno-error=deprecated", False),
+        ("tests/test_x.py::test_y PASSED", False),
+        ("the mirror and the terror", False),
+    ],
+)
 def test_error_lines(line: str, error: bool) -> None:
     assert is_error_line(line) is error
 
@@ -108,11 +114,20 @@ def test_last_user_prompt_from_the_transcript_tail(tmp_path: Path) -> None:
     transcript = tmp_path / "t.jsonl"
     entries = [
         {"type": "user", "message": {"role": "user", "content": "old question"}},
-        {"type": "user", "message": {"role": "user", "content": "why is the backup-nas job failing?"}},
-        {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "x"}]}},
-        {"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "content": "r"}]}},
+        {
+            "type": "user",
+            "message": {"role": "user", "content": "why is the backup-nas job failing?"},
+        },
+        {
+            "type": "assistant",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "x"}]},
+        },
+        {
+            "type": "user",
+            "message": {"role": "user", "content": [{"type": "tool_result", "content": "r"}]},
+        },
         {"type": "user", "isMeta": True, "message": {"role": "user", "content": "meta"}},
-    ]  # fmt: skip
+    ]
     transcript.write_text("\n".join(json.dumps(e) for e in entries) + "\nnot json\n")
     assert last_user_prompt(str(transcript)) == "why is the backup-nas job failing?"
     assert last_user_prompt(str(tmp_path / "missing.jsonl")) == ""
@@ -152,9 +167,16 @@ def _event(o: ToolOutput, **extra: object) -> str:
         if o.tool_name.startswith("mcp__")
         else {"stdout": o.text, "stderr": "", "interrupted": False}
     )
-    return json.dumps({"session_id": "s-post", "hook_event_name": "PostToolUse",
-                       "tool_name": o.tool_name, "tool_input": o.tool_input,
-                       "tool_response": response, **extra})  # fmt: skip
+    return json.dumps(
+        {
+            "session_id": "s-post",
+            "hook_event_name": "PostToolUse",
+            "tool_name": o.tool_name,
+            "tool_input": o.tool_input,
+            "tool_response": response,
+            **extra,
+        }
+    )
 
 
 def _run(stdin: str) -> str:

@@ -61,7 +61,10 @@ def test_sql_and_python_select_the_same_notes(indexed: Retriever, spec: dict, so
         rows = conn.execute("SELECT path, mtime_ns, note_type, tags FROM documents").fetchall()
         chosen = conn.execute(f"SELECT d.path FROM documents d WHERE {where}", params)
         by_sql = {r[0] for r in chosen.fetchall()}
-    by_python = {p for p, mtime, kind, tags in rows
-                 if f.accepts_file(p, mtime) and f.accepts_note(kind, tags)}  # fmt: skip
+    by_python = {
+        p
+        for p, mtime, kind, tags in rows
+        if f.accepts_file(p, mtime) and f.accepts_note(kind, tags)
+    }
     assert by_sql == by_python
     assert bool(by_sql) == some

@@ -34,14 +34,20 @@ def small_vault(tmp_path: Path) -> Path:
 
 
 def _cli_env(db_url: str, tmp_path: Path) -> dict[str, str]:
-    return {"DATABASE_URL": db_url, "RETRIEVER_HOME": str(tmp_path / "home"),
-            "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin",
-            "COLUMNS": "80", "RETRIEVER_SERVICE": "off"}  # fmt: skip
+    return {
+        "DATABASE_URL": db_url,
+        "RETRIEVER_HOME": str(tmp_path / "home"),
+        "RETRIEVER_EMBED_MODEL": "none",
+        "PATH": "/usr/bin:/bin",
+        "COLUMNS": "80",
+        "RETRIEVER_SERVICE": "off",
+    }
 
 
 def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([retriever_exe(), *args], env=env, capture_output=True, text=True,
-                          check=False, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [retriever_exe(), *args], env=env, capture_output=True, text=True, check=False, timeout=120
+    )
 
 
 # ----------------------------------------------------------------- 1: no searchable terms
@@ -157,8 +163,10 @@ def test_eval_on_beir_ids_with_slashes(make_app, tmp_path: Path) -> None:
 
     beir = tmp_path / "dbpedia"
     beir.mkdir()
-    docs = {"<dbpedia:AC/DC>": ("AC/DC", "Australian hard rock band formed by the Young brothers."),
-            "<dbpedia:Kayak>": ("Kayak", "A small narrow watercraft propelled by a paddle.")}  # fmt: skip
+    docs = {
+        "<dbpedia:AC/DC>": ("AC/DC", "Australian hard rock band formed by the Young brothers."),
+        "<dbpedia:Kayak>": ("Kayak", "A small narrow watercraft propelled by a paddle."),
+    }
     (beir / "corpus.jsonl").write_text(
         "".join(json.dumps({"_id": k, "title": t, "text": x}) + "\n" for k, (t, x) in docs.items()),
         "utf-8",
@@ -182,9 +190,12 @@ def test_eval_on_beir_ids_with_slashes(make_app, tmp_path: Path) -> None:
 
 
 def test_print_config_carries_every_non_default_setting(
-    make_app, small_vault: Path, model_dir: Path, capsys: pytest.CaptureFixture[str],
+    make_app,
+    small_vault: Path,
+    model_dir: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     from retriever.cli import _print_client_config
     from retriever.config import Settings
 
@@ -263,8 +274,12 @@ def test_dash_queries_are_documented_and_work(
 def test_offline_hub_is_said_once_and_plainly(
     small_vault: Path, db_url: str, tmp_path: Path
 ) -> None:
-    env = {**_cli_env(db_url, tmp_path), "RETRIEVER_EMBED_MODEL": "minishlab/potion-base-8M",
-           "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}  # fmt: skip
+    env = {
+        **_cli_env(db_url, tmp_path),
+        "RETRIEVER_EMBED_MODEL": "minishlab/potion-base-8M",
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": str(tmp_path / "hf"),
+    }
     for args in (["index", str(small_vault)], ["search", "--vault", str(small_vault), "restic"]):
         done = _run(args, env)
         assert done.stderr.count("the model hub is unreachable") == 1, done.stderr
@@ -291,16 +306,25 @@ def test_a_busy_mcp_port_fails_before_any_url_is_printed(tmp_path: Path, db_url:
     vault = tmp_path / "v"
     vault.mkdir()
     (vault / "a.md").write_text("# A\n\ntext\n", "utf-8")
-    env = {"DATABASE_URL": db_url, "RETRIEVER_HOME": str(tmp_path / "home"),
-           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin", "RETRIEVER_SERVICE": "off"}  # fmt: skip
+    env = {
+        "DATABASE_URL": db_url,
+        "RETRIEVER_HOME": str(tmp_path / "home"),
+        "RETRIEVER_EMBED_MODEL": "none",
+        "PATH": "/usr/bin:/bin",
+        "RETRIEVER_SERVICE": "off",
+    }
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         done = subprocess.run(
             [retriever_exe(), "mcp", str(vault), "--http", "--port", str(port), "--print-config"],
-            env=env, capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     assert done.returncode == 2
     assert f"port {port} on 127.0.0.1 is in use" in done.stderr
     assert "/mcp" not in done.stdout + done.stderr.replace("--port", "")

@@ -38,8 +38,16 @@ def test_eval_on_the_test_vault_reports_every_metric(
     assert names == [c.name for c in ABLATIONS]
     by_name = {r["config"]: r for r in report["results"]}
     for r in report["results"]:
-        for key in ("ndcg@10", "recall@10", "mrr", "hit@1", "hit@3", "citation_hit_rate",
-                    "absent_flagged", "answerable_flagged_absent"):  # fmt: skip
+        for key in (
+            "ndcg@10",
+            "recall@10",
+            "mrr",
+            "hit@1",
+            "hit@3",
+            "citation_hit_rate",
+            "absent_flagged",
+            "answerable_flagged_absent",
+        ):
             assert 0.0 <= r[key] <= 1.0, (r["config"], key)
         assert r["latency_ms"]["p95"] >= r["latency_ms"]["p50"] > 0
         assert "per_kind" in r
@@ -62,10 +70,12 @@ def test_eval_on_a_beir_folder(make_app, tmp_path: Path) -> None:
         "utf-8",
     )
     (beir / "queries.jsonl").write_text(
-        json.dumps({"_id": "q1", "text": "transition of laminar boundary layers"}) + "\n"
-        + json.dumps({"_id": "q2", "text": "flutter of swept wings"}) + "\n",
+        json.dumps({"_id": "q1", "text": "transition of laminar boundary layers"})
+        + "\n"
+        + json.dumps({"_id": "q2", "text": "flutter of swept wings"})
+        + "\n",
         "utf-8",
-    )  # fmt: skip
+    )
     (beir / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td2\t2\nq2\td1\t1\n", "utf-8")
     corpus, cases = load_beir(beir)
     assert {c.id: c.relevant for c in cases} == {"q1": {"d2.md": 2}, "q2": {"d1.md": 1}}
@@ -90,10 +100,21 @@ def test_eval_of_a_cases_file_without_vault_refuses_and_indexes_nothing(
     cases = tmp_path / "cases.jsonl"
     cases.write_text('{"id": 1, "query": "x", "relevant": ["a.md"]}\n', "utf-8")
     (tmp_path / "stray.md").write_text("# Not a vault\n", "utf-8")
-    env = {"DATABASE_URL": db_url, "RETRIEVER_HOME": str(tmp_path / "home"),
-           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin", "RETRIEVER_SERVICE": "off"}  # fmt: skip
-    done = subprocess.run([retriever_exe(), "eval", str(cases), "--json"], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    env = {
+        "DATABASE_URL": db_url,
+        "RETRIEVER_HOME": str(tmp_path / "home"),
+        "RETRIEVER_EMBED_MODEL": "none",
+        "PATH": "/usr/bin:/bin",
+        "RETRIEVER_SERVICE": "off",
+    }
+    done = subprocess.run(
+        [retriever_exe(), "eval", str(cases), "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 2
     assert "--vault" in json.loads(done.stdout)["error"]
     import psycopg

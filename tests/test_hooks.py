@@ -101,20 +101,36 @@ def test_session_start_hook_command_never_fails(monkeypatch, tmp_path: Path) -> 
 
 @pytest.mark.parametrize(
     "prompt",
-    ["", "   ", "hi", "Hello!", "thanks", "Thank you, that works", "ok go on", "yes",
-     "lgtm", "/compact", "/review the backup script", "!ls -la", "why?", "fix it"],
-)  # fmt: skip
+    [
+        "",
+        "   ",
+        "hi",
+        "Hello!",
+        "thanks",
+        "Thank you, that works",
+        "ok go on",
+        "yes",
+        "lgtm",
+        "/compact",
+        "/review the backup script",
+        "!ls -la",
+        "why?",
+        "fix it",
+    ],
+)
 def test_trivial_prompts_are_skipped(prompt: str) -> None:
     assert is_trivial(prompt)
 
 
 @pytest.mark.parametrize(
     "prompt",
-    ["How do I restore a single file from the restic backup?",
-     "ok now fix the backup verification script please",
-     "Wie mache ich ein Backup vom Heimserver?",
-     "what did I write about the Lisbon weekend"],
-)  # fmt: skip
+    [
+        "How do I restore a single file from the restic backup?",
+        "ok now fix the backup verification script please",
+        "Wie mache ich ein Backup vom Heimserver?",
+        "what did I write about the Lisbon weekend",
+    ],
+)
 def test_real_prompts_are_not_trivial(prompt: str) -> None:
     assert not is_trivial(prompt)
 

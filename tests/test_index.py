@@ -1053,8 +1053,13 @@ def test_kill_9_converges_to_a_clean_index(
     assert code == 0, stderr[-2000:]
     got, want = snapshot(db_url), snapshot(reference_url)
     lost, duplicated = lost_and_duplicated(got, want)
-    record("kill -9 indexer group at each commit point", converged=not differences(got, want),
-           lost=lost + duplicated, recovery_s=took, note=f"{len(kills)} kills, then one run")  # fmt: skip
+    record(
+        "kill -9 indexer group at each commit point",
+        converged=not differences(got, want),
+        lost=lost + duplicated,
+        recovery_s=took,
+        note=f"{len(kills)} kills, then one run",
+    )
     assert_same_index(got, want)
     assert_stats_consistent(db_url)
 
@@ -1100,8 +1105,13 @@ def test_ctrl_c_stops_with_a_summary_and_the_next_run_completes(
     assert data["files_seen"] == n
     assert data["passages_pending"] == 0
     stored = scalar(db_url, "SELECT count(*) FROM documents")
-    record(f"Ctrl-C to the indexer ({target})", converged=stored == n, lost=abs(n - int(stored)),  # type: ignore[call-overload]
-           recovery_s=took, note="then one run")  # fmt: skip
+    record(
+        f"Ctrl-C to the indexer ({target})",
+        converged=stored == n,
+        lost=abs(n - int(stored)),  # type: ignore[call-overload]
+        recovery_s=took,
+        note="then one run",
+    )
     assert stored == n
     assert_stats_consistent(db_url)
 

@@ -28,8 +28,11 @@ def test_identifiers_split_and_kept_whole(text: str, expected: list[str]) -> Non
 
 def test_accents_folded_and_french_stopwords_dropped() -> None:
     assert tokenize("Les sauvegardes chiffrées de l'œuvre à Noël") == [
-        "sauvega", "chiffr", "oeuvr", "noel",
-    ]  # fmt: skip
+        "sauvega",
+        "chiffr",
+        "oeuvr",
+        "noel",
+    ]
     assert tokenize("sauvegarde") == tokenize("Sauvegardé")
 
 

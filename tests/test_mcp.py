@@ -28,8 +28,16 @@ from retriever.app import Retriever
 from retriever.config import Settings
 from retriever.mcp_server import RemoteBindError, Warmup, build_server, check_bind, serve
 
-TOOLS = {"search", "read_note", "list_notes", "get_context", "links", "health",
-         "context_for_tool", "compress"}  # fmt: skip
+TOOLS = {
+    "search",
+    "read_note",
+    "list_notes",
+    "get_context",
+    "links",
+    "health",
+    "context_for_tool",
+    "compress",
+}
 
 
 def fake_github_token() -> str:
@@ -124,8 +132,9 @@ def test_search_hybrid_with_citations(mcp: Caller, vault_copy: Path) -> None:
         start, end = (int(x) for x in lines.split("-"))
         assert (path, start, end) == (hit["path"], hit["start_line"], hit["end_line"])
     top = data["hits"][0]
-    shown = mcp.ok("read_note", path=top["path"], start_line=top["start_line"],
-                   end_line=top["end_line"])  # fmt: skip
+    shown = mcp.ok(
+        "read_note", path=top["path"], start_line=top["start_line"], end_line=top["end_line"]
+    )
     assert shown["citation"] == top["citation"]
 
 
@@ -166,23 +175,32 @@ def test_get_context_is_byte_stable(mcp: Caller, indexed: Retriever, vault_copy:
 
 
 def test_context_for_tool(mcp: Caller) -> None:
-    block = mcp.ok("context_for_tool", tool_name="Read",
-                   tool_input={"file_path": "/code/ops/restic_backup.sh"})  # fmt: skip
+    block = mcp.ok(
+        "context_for_tool", tool_name="Read", tool_input={"file_path": "/code/ops/restic_backup.sh"}
+    )
     assert "homelab/Backups.md:" in block
     as_text = mcp.ok("context_for_tool", tool_name="Bash", tool_input="restic snapshots --json")
     assert "homelab/Backups.md:" in as_text
-    hook = json.loads(mcp.ok("context_for_tool", tool_name="Read", hook_event="PreToolUse",
-                             tool_input='{"file_path": "/code/ops/restic_backup.sh"}'))  # fmt: skip
+    hook = json.loads(
+        mcp.ok(
+            "context_for_tool",
+            tool_name="Read",
+            hook_event="PreToolUse",
+            tool_input='{"file_path": "/code/ops/restic_backup.sh"}',
+        )
+    )
     assert hook["hookSpecificOutput"]["hookEventName"] == "PreToolUse"
     assert "homelab/Backups.md:" in hook["hookSpecificOutput"]["additionalContext"]
     assert mcp.ok("context_for_tool", tool_name="Bash", tool_input={"command": "ls -la"}) == ""
     args = {"tool_name": "Glob", "tool_input": {"pattern": "**/*sourdough*"}, "session_id": "m1"}
     assert mcp.ok("context_for_tool", **args)
     assert mcp.ok("context_for_tool", **args) == ""  # repeated in the same session
-    assert "hook_event" in mcp.error("context_for_tool", tool_name="Read", tool_input="x.md",
-                                     hook_event="PostToolUse")  # fmt: skip
-    assert "tool_input" in mcp.error("context_for_tool", tool_name="Read",
-                                     tool_input={"file_path": "x" * 200_000})  # fmt: skip
+    assert "hook_event" in mcp.error(
+        "context_for_tool", tool_name="Read", tool_input="x.md", hook_event="PostToolUse"
+    )
+    assert "tool_input" in mcp.error(
+        "context_for_tool", tool_name="Read", tool_input={"file_path": "x" * 200_000}
+    )
 
 
 def test_compress_tool(mcp: Caller) -> None:
@@ -195,8 +213,15 @@ def test_compress_tool(mcp: Caller) -> None:
     assert mcp.ok("compress", text="short text", task="x") == "short text"
     api = json_answer()
     wrapped = json.dumps([{"type": "text", "text": api.text}])  # as ${tool_response} arrives
-    hook = json.loads(mcp.ok("compress", text=wrapped, task=api.task, tool_name=api.tool_name,
-                             hook_event="PostToolUse"))  # fmt: skip
+    hook = json.loads(
+        mcp.ok(
+            "compress",
+            text=wrapped,
+            task=api.task,
+            tool_name=api.tool_name,
+            hook_event="PostToolUse",
+        )
+    )
     assert '"name":"backup-nas"' in hook["hookSpecificOutput"]["updatedMCPToolOutput"]
     small = mcp.ok("compress", text="tiny", tool_name="Bash", hook_event="PostToolUse")
     assert small == ""  # below the threshold: the hook leaves the output alone
@@ -345,8 +370,13 @@ def test_search_refuses_or_survives_hostile_input(mcp: Caller, tmp_path: Path) -
     assert "mode" in mcp.error("search", queries="backups", mode="telepathic")
     assert "ISO" in mcp.error("search", queries="backups", modified_after="yesterday-ish")
     # Answered safely: control characters, emoji, right-to-left text, a long query.
-    for query in ("back\x00ups\x1b[31m restic\x07", "🔥💾 backups 🚀", "النسخ الاحتياطي backups",
-                  "שלום restic", "restic " * 400):  # fmt: skip
+    for query in (
+        "back\x00ups\x1b[31m restic\x07",
+        "🔥💾 backups 🚀",
+        "النسخ الاحتياطي backups",
+        "שלום restic",
+        "restic " * 400,
+    ):
         data = mcp.ok("search", queries=query)
         assert data["mode"] in ("hybrid", "lexical") and "degraded_reason" in data
     assert "cut" in " ".join(mcp.ok("search", queries="restic " * 400).get("notes", []))
@@ -532,8 +562,10 @@ def test_http_transport_requires_the_bearer_token(indexed: Retriever, db_url: st
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "retriever.mcp_server", "--http", "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
 
         def listening() -> bool:
@@ -552,9 +584,16 @@ def test_http_transport_requires_the_bearer_token(indexed: Retriever, db_url: st
 
         data = asyncio.run(call(token)).data
         assert data["mode"] == "hybrid" and data["hits"]
-        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
         accept = {"Accept": "application/json, text/event-stream"}
         for headers in ({}, {"Authorization": "Bearer wrong-" + token}):
             response = httpx.post(url, json=init, headers={**accept, **headers}, timeout=10)
@@ -586,9 +625,11 @@ def test_stdio_cold_start(indexed: Retriever, db_url: str) -> None:
     async def first_answer() -> tuple[float, Any]:
         started = time.perf_counter()
         transport = StdioTransport(
-            command=sys.executable, args=["-m", "retriever.mcp_server"], env=env,
+            command=sys.executable,
+            args=["-m", "retriever.mcp_server"],
+            env=env,
             cwd=str(Path(__file__).parent.parent),
-        )  # fmt: skip
+        )
         async with Client(transport) as client:
             result = await client.call_tool("search", {"queries": "restic backups"})
         return time.perf_counter() - started, result.data

@@ -14,8 +14,18 @@ from retriever.db import current_revision, upgrade
 from retriever.migrate import head_revision
 from tests.conftest import retriever_exe
 
-TABLES = {"meta", "documents", "passages", "chunks", "models", "embeddings", "links", "lexicon",
-          "lex_stats", "alembic_version"}  # fmt: skip
+TABLES = {
+    "meta",
+    "documents",
+    "passages",
+    "chunks",
+    "models",
+    "embeddings",
+    "links",
+    "lexicon",
+    "lex_stats",
+    "alembic_version",
+}
 
 
 def schema(url: str) -> dict[str, object]:

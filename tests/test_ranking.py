@@ -143,9 +143,17 @@ def test_a_long_question_merely_containing_a_name_does_not_name_it() -> None:
     index = _titles()
     found = index.search(
         "dendron crashed while fetching remote git changes and my uncommitted edits vanished",
-        query_idf={"crash": 5.0, "fetch": 5.0, "remot": 5.0, "git": 5.0, "chang": 5.0,
-                   "uncommi": 5.0, "edit": 5.0, "vanish": 5.0},
-    )  # fmt: skip
+        query_idf={
+            "crash": 5.0,
+            "fetch": 5.0,
+            "remot": 5.0,
+            "git": 5.0,
+            "chang": 5.0,
+            "uncommi": 5.0,
+            "edit": 5.0,
+            "vanish": 5.0,
+        },
+    )
     assert 3 not in found
     assert index.search("zebra") == {}
 
@@ -156,8 +164,10 @@ def test_a_long_question_merely_containing_a_name_does_not_name_it() -> None:
 def _notes(n: int) -> list[NoteSample]:
     notes = []
     for i in range(n):
-        body = (f"The pump number {i} moves water through the garden irrigation pipes every "
-                f"morning. Cleaning the filter of pump {i} keeps the flow steady and quiet.")  # fmt: skip
+        body = (
+            f"The pump number {i} moves water through the garden irrigation pipes every "
+            f"morning. Cleaning the filter of pump {i} keeps the flow steady and quiet."
+        )
         notes.append(
             NoteSample(
                 doc=i,
@@ -267,8 +277,13 @@ def test_each_fusion_keeps_its_best_semantic_weight_whatever_the_grid_order() ->
     low, high = Ranking("linear", 0.25), Ranking("linear", 0.5)
     rrf_low, rrf_high = Ranking("rrf", 0.5, 60.0), Ranking("rrf", 1.0, 60.0)
     rrf20 = Ranking("rrf", 0.5, 20.0)
-    scores = {low: [0.50, 0.52], high: [0.51, 0.52], rrf_low: [0.4, 0.4],
-              rrf_high: [0.3, 0.3], rrf20: [0.2, 0.2]}  # fmt: skip
+    scores = {
+        low: [0.50, 0.52],
+        high: [0.51, 0.52],
+        rrf_low: [0.4, 0.4],
+        rrf_high: [0.3, 0.3],
+        rrf20: [0.2, 0.2],
+    }
     chooser = _chooser(scores)
     assert chooser.best_weights([low, high, rrf_low, rrf_high, rrf20]) == [high, rrf_low, rrf20]
     assert chooser.best_weights([high, low]) == [high]  # a weight listed first gains nothing

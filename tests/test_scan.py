@@ -66,8 +66,16 @@ def test_tool_folders_are_never_scanned(tmp_path: Path) -> None:
     write(vault / ".venv" / "lib" / "python3.11" / "site-packages" / "pkg" / "README.md")
     write(vault / "tools" / "venv" / "README.md")
     write(vault / "venvs.md")  # a note about virtualenvs is still a note
-    assert {".obsidian", ".trash", ".git", "node_modules", ".venv", "venv", "__pycache__",
-            "site-packages"} <= ALWAYS_EXCLUDED_DIRS  # fmt: skip
+    assert {
+        ".obsidian",
+        ".trash",
+        ".git",
+        "node_modules",
+        ".venv",
+        "venv",
+        "__pycache__",
+        "site-packages",
+    } <= ALWAYS_EXCLUDED_DIRS
     expected = [".obsidian.md", "git/note.md", "keep.md", "trash/note.md", "venvs.md"]
     assert paths(scan_vault(vault)) == expected
     # Not even an include glob that names them explicitly brings them in.

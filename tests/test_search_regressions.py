@@ -37,10 +37,14 @@ def test_semantic_folder_filter_finds_passages_outside_the_global_top(
 ) -> None:
     vault = tmp_path / "v"
     for i in range(300):
-        _write(vault / "big" / f"n{i}.md",
-               f"# Bread {i}\n\nsourdough starter feeding flour water levain bread loaf {i}\n")  # fmt: skip
-    _write(vault / "small" / "only.md",
-           "# Starter care\n\nfeeding the sourdough starter with flour and water every day\n")  # fmt: skip
+        _write(
+            vault / "big" / f"n{i}.md",
+            f"# Bread {i}\n\nsourdough starter feeding flour water levain bread loaf {i}\n",
+        )
+    _write(
+        vault / "small" / "only.md",
+        "# Starter care\n\nfeeding the sourdough starter with flour and water every day\n",
+    )
     app = make_app(vault, model=model_dir)
     assert app.index().passages_pending == 0
     result = app.search("sourdough starter feeding", mode="semantic", folder="small", graph=False)
@@ -105,8 +109,14 @@ def test_no_vectors_yet_is_degraded_and_unreachable_is_not_refused(
     assert report.embed_error and report.vectors_refused == 0
     assert report.passages_pending > 0
     with app.db.connection() as conn:
-        result, _ = Searcher().search(conn, ["restic backup"], SearchOptions(), vault=vault_copy,
-                                      embedder=_Stub(False), embed_error=None)  # type: ignore[arg-type]  # fmt: skip
+        result, _ = Searcher().search(
+            conn,
+            ["restic backup"],
+            SearchOptions(),
+            vault=vault_copy,
+            embedder=_Stub(False),
+            embed_error=None,
+        )  # type: ignore[arg-type]
         conn.commit()
     assert result.mode == "lexical"
     assert result.degraded_reason and "no passage has a vector" in result.degraded_reason

@@ -44,13 +44,20 @@ def _start_watch(home: Path, vault: Path, command: str = "watch") -> subprocess.
     env = {**os.environ, "RETRIEVER_HOME": str(home), "RETRIEVER_EMBED_MODEL": "none"}
     env.pop("DATABASE_URL", None)
     env.pop("RETRIEVER_DATABASE_URL", None)
-    args = {"watch": ["watch", str(vault)],
-            "mcp": ["mcp", str(vault), "--http", "--port", str(_free_port())]}[command]  # fmt: skip
+    args = {
+        "watch": ["watch", str(vault)],
+        "mcp": ["mcp", str(vault), "--http", "--port", str(_free_port())],
+    }[command]
     # As from a terminal: a test runner started in the background inherits SIGINT ignored,
     # and a child would inherit that too (Python then never raises KeyboardInterrupt).
-    proc = subprocess.Popen([retriever_exe(), *args], env=env, text=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            preexec_fn=_default_sigint)  # fmt: skip
+    proc = subprocess.Popen(
+        [retriever_exe(), *args],
+        env=env,
+        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=_default_sigint,
+    )
     deadline = time.monotonic() + 120
     handles = home / "pgdata" / ".handle_pids.json"
     while time.monotonic() < deadline:  # up when the server runs and lists this process
@@ -120,8 +127,14 @@ def test_two_vaults_keep_two_indexes_on_the_embedded_server(tmp_path: Path) -> N
         (vaults[name] / f"{word}.md").write_text(f"# {word}\n\nall about the {word}\n", "utf-8")
 
     def run(*args: str) -> dict[str, object]:
-        done = subprocess.run([retriever_exe(), *args, "--json"], env=env, capture_output=True,
-                              text=True, timeout=180, check=False)  # fmt: skip
+        done = subprocess.run(
+            [retriever_exe(), *args, "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
         assert done.returncode in (0, 1), done.stdout + done.stderr
         return json.loads(done.stdout)
 

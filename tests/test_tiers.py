@@ -37,8 +37,9 @@ class Server:
 
     def __init__(self) -> None:
         self.port = closed_port()
-        self.state = FakeOllama(url=f"http://127.0.0.1:{self.port}",
-                                models=[_model_entry(f"{MODEL}:latest")])  # fmt: skip
+        self.state = FakeOllama(
+            url=f"http://127.0.0.1:{self.port}", models=[_model_entry(f"{MODEL}:latest")]
+        )
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 

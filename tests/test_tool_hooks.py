@@ -23,17 +23,25 @@ from retriever.tool_hooks import (
 
 @pytest.mark.parametrize(
     ("tool", "tool_input", "query"),
-    [("Read", {"file_path": "/code/ops/restic_backup_verify.sh"}, "restic backup verify ops"),
-     ("Edit", {"file_path": "/code/src/CaddyReload.ts"}, "caddy reload"),
-     ("Bash", {"command": "restic -r /srv/backup check --read-data"}, "restic backup srv check"),
-     ("Bash", {"command": "git commit -m 'tweak caddy reload timeout'"},
-      "tweak caddy reload timeout"),
-     ("WebSearch", {"query": "restic prune retention policy"}, "restic prune retention policy"),
-     ("WebFetch", {"url": "https://restic.readthedocs.io/en/stable/060_forget.html"},
-      "restic forget"),
-     ("Grep", {"pattern": r"def\s+verify_backup\("}, "verify backup"),
-     ("Glob", {"pattern": "**/*sourdough*.md"}, "sourdough")],
-)  # fmt: skip
+    [
+        ("Read", {"file_path": "/code/ops/restic_backup_verify.sh"}, "restic backup verify ops"),
+        ("Edit", {"file_path": "/code/src/CaddyReload.ts"}, "caddy reload"),
+        ("Bash", {"command": "restic -r /srv/backup check --read-data"}, "restic backup srv check"),
+        (
+            "Bash",
+            {"command": "git commit -m 'tweak caddy reload timeout'"},
+            "tweak caddy reload timeout",
+        ),
+        ("WebSearch", {"query": "restic prune retention policy"}, "restic prune retention policy"),
+        (
+            "WebFetch",
+            {"url": "https://restic.readthedocs.io/en/stable/060_forget.html"},
+            "restic forget",
+        ),
+        ("Grep", {"pattern": r"def\s+verify_backup\("}, "verify backup"),
+        ("Glob", {"pattern": "**/*sourdough*.md"}, "sourdough"),
+    ],
+)
 def test_tool_queries(tool: str, tool_input: dict[str, str], query: str) -> None:
     found = tool_query(tool, tool_input)
     assert found is not None and found[1] == query
@@ -41,12 +49,19 @@ def test_tool_queries(tool: str, tool_input: dict[str, str], query: str) -> None
 
 @pytest.mark.parametrize(
     ("tool", "tool_input"),
-    [("Bash", {"command": "ls -la"}), ("Bash", {"command": "pwd"}),
-     ("Bash", {"command": "cd /tmp && ls | wc -l"}), ("Bash", {"command": "cat notes.txt"}),
-     ("Read", {"file_path": "/code/src/index.ts"}), ("Read", {"file_path": "/code/README.md"}),
-     ("Bash", {"command": "git status"}), ("mcp__github__get_issue", {"number": "12"}),
-     ("Read", {}), ("Bash", {"command": 42})],
-)  # fmt: skip
+    [
+        ("Bash", {"command": "ls -la"}),
+        ("Bash", {"command": "pwd"}),
+        ("Bash", {"command": "cd /tmp && ls | wc -l"}),
+        ("Bash", {"command": "cat notes.txt"}),
+        ("Read", {"file_path": "/code/src/index.ts"}),
+        ("Read", {"file_path": "/code/README.md"}),
+        ("Bash", {"command": "git status"}),
+        ("mcp__github__get_issue", {"number": "12"}),
+        ("Read", {}),
+        ("Bash", {"command": 42}),
+    ],
+)
 def test_trivial_tool_calls_have_no_query(tool: str, tool_input: dict[str, object]) -> None:
     assert tool_query(tool, tool_input) is None
 
@@ -114,8 +129,13 @@ def hook_env(healthy_app: Retriever, monkeypatch, db_url: str, model_dir: Path) 
 
 
 def test_pre_tool_hook_command(hook_env: Retriever) -> None:
-    event = {"session_id": "s1", "hook_event_name": "PreToolUse", "tool_name": "Bash",
-             "tool_input": {"command": "restic -r /srv/backup snapshots"}, "cwd": "/tmp"}  # fmt: skip
+    event = {
+        "session_id": "s1",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "restic -r /srv/backup snapshots"},
+        "cwd": "/tmp",
+    }
     data = json.loads(_pre_tool(event))
     out = data["hookSpecificOutput"]
     assert out["hookEventName"] == "PreToolUse" and "permissionDecision" not in out

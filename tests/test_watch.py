@@ -44,9 +44,11 @@ def test_watch_follows_changes(make_app, vault_copy: Path) -> None:
     stop = threading.Event()
     reports: list[object] = []
     thread = threading.Thread(
-        target=watch_vault, args=(app,), kwargs={"stop": stop, "debounce_ms": 200,
-                                                 "on_report": reports.append}, daemon=True
-    )  # fmt: skip
+        target=watch_vault,
+        args=(app,),
+        kwargs={"stop": stop, "debounce_ms": 200, "on_report": reports.append},
+        daemon=True,
+    )
     thread.start()
     try:
         _eventually(lambda: len(reports) >= 1)

@@ -57,32 +57,57 @@ def test_most_notes_gone_at_once_needs_force(make_app, tmp_path: Path) -> None:
 
 
 def test_cli_refuses_with_one_line_and_exit_2(tmp_path: Path, db_url: str) -> None:
-    env = {"DATABASE_URL": db_url, "RETRIEVER_HOME": str(tmp_path / "home"),
-           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin", "RETRIEVER_SERVICE": "off"}  # fmt: skip
+    env = {
+        "DATABASE_URL": db_url,
+        "RETRIEVER_HOME": str(tmp_path / "home"),
+        "RETRIEVER_EMBED_MODEL": "none",
+        "PATH": "/usr/bin:/bin",
+        "RETRIEVER_SERVICE": "off",
+    }
     a, b = _vault(tmp_path / "a", 12), _vault(tmp_path / "b", 2)
     first = subprocess.run([retriever_exe(), "index", str(a)], env=env, capture_output=True)
     assert first.returncode in (0, 1)  # 1: no model, vectors pending (degraded, not failed)
-    done = subprocess.run([retriever_exe(), "index", str(b), "--json"], env=env,
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    done = subprocess.run(
+        [retriever_exe(), "index", str(b), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 2
     data = json.loads(done.stdout)
     assert data["ok"] is False and "--force" in data["error"]
-    plain = subprocess.run([retriever_exe(), "index", str(b)], env=env, capture_output=True,
-                           text=True, check=False)  # fmt: skip
+    plain = subprocess.run(
+        [retriever_exe(), "index", str(b)], env=env, capture_output=True, text=True, check=False
+    )
     assert plain.returncode == 2 and "Traceback" not in plain.stderr
-    forced = subprocess.run([retriever_exe(), "index", str(b), "--force", "--json"], env=env,
-                            capture_output=True, text=True, check=False)  # fmt: skip
+    forced = subprocess.run(
+        [retriever_exe(), "index", str(b), "--force", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert forced.returncode in (0, 1) and json.loads(forced.stdout)["files_deleted"] == 12
 
 
 def test_a_malformed_database_url_is_one_line_and_exit_2(tmp_path: Path) -> None:
     vault = _vault(tmp_path / "v", 2)
-    env = {"DATABASE_URL": "not a url at all", "RETRIEVER_HOME": str(tmp_path / "home"),
-           "RETRIEVER_EMBED_MODEL": "none", "PATH": "/usr/bin:/bin", "RETRIEVER_SERVICE": "off"}  # fmt: skip
-    for args in (["index", str(vault)], ["status", str(vault)],
-                 ["search", "--vault", str(vault), "topic"]):  # fmt: skip
-        done = subprocess.run([retriever_exe(), *args, "--json"], env=env, capture_output=True,
-                              text=True, check=False)  # fmt: skip
+    env = {
+        "DATABASE_URL": "not a url at all",
+        "RETRIEVER_HOME": str(tmp_path / "home"),
+        "RETRIEVER_EMBED_MODEL": "none",
+        "PATH": "/usr/bin:/bin",
+        "RETRIEVER_SERVICE": "off",
+    }
+    for args in (
+        ["index", str(vault)],
+        ["status", str(vault)],
+        ["search", "--vault", str(vault), "topic"],
+    ):
+        done = subprocess.run(
+            [retriever_exe(), *args, "--json"], env=env, capture_output=True, text=True, check=False
+        )
         assert done.returncode == 2, args
         assert "DATABASE_URL is not a libpq URL" in json.loads(done.stdout)["error"]
         assert "Traceback" not in done.stderr

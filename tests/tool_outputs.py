@@ -58,11 +58,16 @@ def build_log(lines: int = 5_000) -> ToolOutput:
 def suite_run(passes: int = 800) -> ToolOutput:
     rng = random.Random(2)
     files = [f"tests/test_{n}.py" for n in ("api", "auth", "sync", "store", "cli", "search")]
-    out = ["============================= test session starts ==============================",
-           "platform linux -- Python 3.11.9, pytest-8.3.2, pluggy-1.5.0",
-           f"collected {passes + 2} items", ""]  # fmt: skip
-    failing = {250: "tests/test_sync.py::test_conflict_resolution_keeps_newest",
-               611: "tests/test_auth.py::test_token_refresh_after_expiry"}  # fmt: skip
+    out = [
+        "============================= test session starts ==============================",
+        "platform linux -- Python 3.11.9, pytest-8.3.2, pluggy-1.5.0",
+        f"collected {passes + 2} items",
+        "",
+    ]
+    failing = {
+        250: "tests/test_sync.py::test_conflict_resolution_keeps_newest",
+        611: "tests/test_auth.py::test_token_refresh_after_expiry",
+    }
     for i in range(passes + 2):
         pct = i * 100 // (passes + 2)
         name = failing.get(i) or f"{rng.choice(files)}::test_case_{i}"
@@ -98,10 +103,14 @@ def suite_run(passes: int = 800) -> ToolOutput:
         {"command": "pytest -v"},
         "run the tests and tell me what fails",
         "\n".join(out) + "\n",
-        ("E       assert 6 == 7", "tests/test_sync.py:88: AssertionError",
-         "E       auth.TokenExpired", "2 failed, 800 passed",
-         "FAILED tests/test_auth.py::test_token_refresh_after_expiry"),
-    )  # fmt: skip
+        (
+            "E       assert 6 == 7",
+            "tests/test_sync.py:88: AssertionError",
+            "E       auth.TokenExpired",
+            "2 failed, 800 passed",
+            "FAILED tests/test_auth.py::test_token_refresh_after_expiry",
+        ),
+    )
 
 
 def git_log(commits: int = 600) -> ToolOutput:
@@ -136,8 +145,10 @@ def git_log(commits: int = 600) -> ToolOutput:
 
 def web_page(paragraphs: int = 400) -> ToolOutput:
     rng = random.Random(4)
-    words = ("repository snapshot backend storage network option command archive policy "
-             "retention schedule encryption cache lock prune mount index").split()  # fmt: skip
+    words = (
+        "repository snapshot backend storage network option command archive policy "
+        "retention schedule encryption cache lock prune mount index"
+    ).split()
     out = ["Restic Documentation — Tuning Backup Parameters", "Home | Docs | Blog | Forum", ""]
     for i in range(paragraphs):
         if i == 233:
@@ -152,12 +163,14 @@ def web_page(paragraphs: int = 400) -> ToolOutput:
     return ToolOutput(
         "web page dump (400 paragraphs)",
         "WebFetch",
-        {"url": "https://restic.readthedocs.io/en/stable/047_tuning_backup_parameters.html",
-         "prompt": "what is the default pack size"},
+        {
+            "url": "https://restic.readthedocs.io/en/stable/047_tuning_backup_parameters.html",
+            "prompt": "what is the default pack size",
+        },
         "how do I change restic's pack size and what is the default?",
         "\n".join(out),
         ("The default pack size is 16 MiB",),
-    )  # fmt: skip
+    )
 
 
 def json_answer(items: int = 500) -> ToolOutput:
@@ -166,9 +179,16 @@ def json_answer(items: int = 500) -> ToolOutput:
     for i in range(items):
         name = "backup-nas" if i == 321 else f"job-{i:04d}"
         status = "failing" if i == 321 else "ok"
-        jobs.append({"id": 1000 + i, "name": name, "status": status,
-                     "last_run": f"2024-05-{1 + i % 28:02d}T0{i % 10}:00:00Z",
-                     "duration_s": rng.randrange(5, 900), "owner": f"team-{i % 9}"})  # fmt: skip
+        jobs.append(
+            {
+                "id": 1000 + i,
+                "name": name,
+                "status": status,
+                "last_run": f"2024-05-{1 + i % 28:02d}T0{i % 10}:00:00Z",
+                "duration_s": rng.randrange(5, 900),
+                "owner": f"team-{i % 9}",
+            }
+        )
     text = json.dumps({"data": jobs, "meta": {"count": items, "page": 1}}, indent=2)
     return ToolOutput(
         "JSON API answer (500 jobs)",

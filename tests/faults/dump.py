@@ -23,17 +23,37 @@ def rows(url: str, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any,
 def dump_index(url: str) -> dict[str, Any]:
     """documents, chunks, links, lexicon, passages and embeddings (by passage hash)."""
     docs = {
-        (r[0], bytes(r[1]), r[2], r[3], r[4], tuple(r[5]), tuple(r[6]), r[7], r[8], json.dumps(r[9], sort_keys=True))
+        (
+            r[0],
+            bytes(r[1]),
+            r[2],
+            r[3],
+            r[4],
+            tuple(r[5]),
+            tuple(r[6]),
+            r[7],
+            r[8],
+            json.dumps(r[9], sort_keys=True),
+        )
         for r in rows(
             url,
             "SELECT path, sha256, title, size, mtime_ns, tags, aliases, note_type, encoding,"
             " frontmatter FROM documents",
         )
-    }  # fmt: skip
+    }
     # chunks.terms hold lexicon ids, which differ between databases: compare the words.
     chunks = Counter(
-        (r[0], r[1], bytes(r[2]), r[3], r[4], tuple(sorted(zip(r[5], r[6], strict=True))),
-         tuple(r[7]), r[8], r[9])
+        (
+            r[0],
+            r[1],
+            bytes(r[2]),
+            r[3],
+            r[4],
+            tuple(sorted(zip(r[5], r[6], strict=True))),
+            tuple(r[7]),
+            r[8],
+            r[9],
+        )
         for r in rows(
             url,
             "SELECT d.path, c.ordinal, c.passage_hash, c.start_line, c.end_line,"
@@ -42,7 +62,7 @@ def dump_index(url: str) -> dict[str, Any]:
             " c.heading_trail, c.content_type, c.len"
             " FROM chunks c JOIN documents d ON d.id = c.doc_id",
         )
-    )  # fmt: skip
+    )
     links = Counter(
         tuple(r)
         for r in rows(

@@ -112,8 +112,10 @@ def server_url(datadir: Path, dbname: str = "postgres") -> str:
 def vault_url(datadir: Path) -> str:
     """The vault database the CLI made on this server (the only vault_* one)."""
     with psycopg.connect(server_url(datadir), autocommit=True) as conn:
-        names = [r[0] for r in conn.execute(
-            "SELECT datname FROM pg_database WHERE datname LIKE 'vault\\_%%'")]  # fmt: skip
+        names = [
+            r[0]
+            for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'vault\\_%%'")
+        ]
     assert len(names) == 1, names
     return server_url(datadir, names[0])
 
@@ -178,10 +180,13 @@ def amcheck(url: str, *, all_databases: bool = False, tally: bool = True) -> str
         "--install-missing",
         "--heapallindexed",
         "--no-password",
-        "-h", str(info.get("host") or "localhost"),
-        "-p", str(info.get("port") or 5432),
-        "-U", str(info.get("user") or "postgres"),
-    ]  # fmt: skip
+        "-h",
+        str(info.get("host") or "localhost"),
+        "-p",
+        str(info.get("port") or 5432),
+        "-U",
+        str(info.get("user") or "postgres"),
+    ]
     cmd += ["--all"] if all_databases else [str(info.get("dbname") or "postgres")]
     started = time.monotonic()
     env = dict(os.environ)
@@ -189,8 +194,12 @@ def amcheck(url: str, *, all_databases: bool = False, tally: bool = True) -> str
         env["PGPASSWORD"] = str(info["password"])
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     if tally:
-        record("pg_amcheck --heapallindexed after the fault", converged=done.returncode == 0,
-               recovery_s=time.monotonic() - started, note="converged = no corruption; time = check")  # fmt: skip
+        record(
+            "pg_amcheck --heapallindexed after the fault",
+            converged=done.returncode == 0,
+            recovery_s=time.monotonic() - started,
+            note="converged = no corruption; time = check",
+        )
     assert done.returncode == 0, f"pg_amcheck found a problem:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 

@@ -43,8 +43,10 @@ def http_server(env: dict[str, str], *extra: str) -> Any:
     port = free_port()
     proc = subprocess.Popen(
         [retriever_exe(), "mcp", "--http", "--port", str(port), *extra],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

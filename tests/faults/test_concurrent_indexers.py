@@ -40,9 +40,12 @@ def test_two_indexers_and_a_watcher_at_once(
     vault = make_big_vault(tmp_path / "big", n)
     env = env_for(tmp_path / "home", db_url)
     watcher = subprocess.Popen(
-        [retriever_exe(), "watch", str(vault), "--json"], env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
+        [retriever_exe(), "watch", str(vault), "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     started = time.monotonic()
     runs = [start_index(vault, env), start_index(vault, env)]
     try:
@@ -85,7 +88,12 @@ def test_two_indexers_and_a_watcher_at_once(
     amcheck(db_url)
     lost, dup = lost_and_duplicated(got, want)
     diff = differences(got, want)
-    record("two indexers and a watcher at once", converged=not diff, lost=lost + dup,
-           recovery_s=took, note=f"{waited} of 2 runs waited and said so; no deadlock")  # fmt: skip
+    record(
+        "two indexers and a watcher at once",
+        converged=not diff,
+        lost=lost + dup,
+        recovery_s=took,
+        note=f"{waited} of 2 runs waited and said so; no deadlock",
+    )
     assert (lost, dup) == (0, 0)
     assert not diff, diff

@@ -45,8 +45,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         pytest.skip("mounting a size-limited tmpfs needs root")
     done = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", f"size={DISK_MB}m,mode=0755", "tmpfs", str(mount)],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}): no small disk to fill")
     try:
@@ -70,9 +71,12 @@ def fill(disk: Path, leave_mb: int) -> Path:
 
 @pytest.mark.faults_full
 def test_disk_full_during_an_index_run(
-    small_disk: Path, pgdata_template: Path, tmp_path: Path,
-    clean_index: Callable[..., dict[str, Any]], faults_full: bool,
-) -> None:  # fmt: skip
+    small_disk: Path,
+    pgdata_template: Path,
+    tmp_path: Path,
+    clean_index: Callable[..., dict[str, Any]],
+    faults_full: bool,
+) -> None:
     home = small_disk / "home"
     seed_pgdata(pgdata_template, home)
     datadir = home / "pgdata"
@@ -117,6 +121,11 @@ def test_disk_full_during_an_index_run(
     want = clean_index(vault)
     lost, dup = lost_and_duplicated(got, want)
     diff = differences(got, want)
-    record("disk full during an index run", converged=not diff, lost=lost + dup,
-           recovery_s=took, note=f"{DISK_MB} MB tmpfs; {attempts} run(s) after freeing space")  # fmt: skip
+    record(
+        "disk full during an index run",
+        converged=not diff,
+        lost=lost + dup,
+        recovery_s=took,
+        note=f"{DISK_MB} MB tmpfs; {attempts} run(s) after freeing space",
+    )
     assert not diff, diff

@@ -62,8 +62,11 @@ def start(
 ) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [*prefix, retriever_exe(), "index", str(vault), "--json", *extra],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
 
 
 def churn(vault: Path, n: int, rng: random.Random, stop_after: float) -> dict[str, int]:
@@ -191,6 +194,11 @@ def test_notes_change_during_an_index_run(
     lost, dup = lost_and_duplicated(got, want)
     diff = differences(got, want)
     who = f"as {USER}" if prefix else "as root: chmod 000 not enforced"
-    record("notes change during an index run", converged=not diff, lost=lost + dup,
-           recovery_s=took, note=f"{sum(counts.values())} changes, {who}")  # fmt: skip
+    record(
+        "notes change during an index run",
+        converged=not diff,
+        lost=lost + dup,
+        recovery_s=took,
+        note=f"{sum(counts.values())} changes, {who}",
+    )
     assert not diff, diff

@@ -51,8 +51,13 @@ def test_a_yaml_bomb_in_frontmatter_is_refused_in_bounded_time() -> None:
         "d = prepare_text('x.md', raw, size=len(raw), mtime_ns=0, min_chars=200, max_chars=2000)\n"
         "print(d.warnings)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], input=YAML_BOMB.encode(),
-                          capture_output=True, timeout=60, cwd=Path(__file__).parents[2])  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        input=YAML_BOMB.encode(),
+        capture_output=True,
+        timeout=60,
+        cwd=Path(__file__).parents[2],
+    )
     assert done.returncode == 0, done.stderr.decode()[-1000:]
     assert "frontmatter ignored" in done.stdout.decode()
 
@@ -66,8 +71,11 @@ def hostile_vault(root: Path, big: bool) -> dict[str, str]:
         made[name] = what
 
     put("utf16-le.md", b"\xff\xfe" + UTF16_TEXT.encode("utf-16-le"), "UTF-16 LE with BOM")
-    put("utf16-be.md", b"\xfe\xff" + UTF16_TEXT.replace("Köln", "Bonn").encode("utf-16-be"),
-        "UTF-16 BE with BOM")  # fmt: skip
+    put(
+        "utf16-be.md",
+        b"\xfe\xff" + UTF16_TEXT.replace("Köln", "Bonn").encode("utf-16-be"),
+        "UTF-16 BE with BOM",
+    )
     put(
         "invalid-utf8.md",
         b"# Broken bytes\n\nStray \xff\xfe\xfd bytes in caf\xe9 text.\n",
@@ -82,11 +90,15 @@ def hostile_vault(root: Path, big: bool) -> dict[str, str]:
     put("nested-quotes.md", quotes.encode(), f"quotes nested {depth} deep")
     lines = 100_000  # ~2.3 MB: over the default cap, parsed under the raised one
     table = "# Table\n\n| id | name | value |\n|---|---|---|\n" + "\n".join(
-        f"| {i} | row{i} | {i * 7 % 1000} |" for i in range(lines))  # fmt: skip
+        f"| {i} | row{i} | {i * 7 % 1000} |" for i in range(lines)
+    )
     put("table.md", table.encode(), f"{lines}-line table")
     links = 1_000_000 if big else 50_000
-    put("links.md", ("# Links\n\n" + " ".join(f"[[Note {i % 997}]]" for i in range(links))).encode(),
-        f"{links} links")  # fmt: skip
+    put(
+        "links.md",
+        ("# Links\n\n" + " ".join(f"[[Note {i % 997}]]" for i in range(links))).encode(),
+        f"{links} links",
+    )
     if big:
         para = "A fifty megabyte note repeats this sentence about harbour trams and sourdough. "
         put("huge.md", ("# Huge\n\n" + (para * 20 + "\n\n") * 33_000).encode(), "50 MB note")
@@ -122,8 +134,16 @@ def test_a_vault_of_hostile_files(
     stored = {r[0]: r[1] for r in rows(db_url, "SELECT path, encoding FROM documents")}
     fates = {name: ("indexed" if name in stored else "skipped") for name in made}
     print(f"hostile ({size}): {fates}")
-    for name in ("utf16-le.md", "utf16-be.md", "invalid-utf8.md", "nul.md", "laughs.md",
-                 "nested-lists.md", "nested-quotes.md", "links.md"):  # fmt: skip
+    for name in (
+        "utf16-le.md",
+        "utf16-be.md",
+        "invalid-utf8.md",
+        "nul.md",
+        "laughs.md",
+        "nested-lists.md",
+        "nested-quotes.md",
+        "links.md",
+    ):
         assert fates[name] == "indexed", name
     assert fates["loop.md"] == fates["pipe.md"] == "skipped"
     if not big:  # over the default 2 MB cap: skipped, and said
@@ -142,6 +162,11 @@ def test_a_vault_of_hostile_files(
     lost, dup = lost_and_duplicated(got, want)
     diff = differences(got, want)
     skipped = sorted(n for n, f in fates.items() if f == "skipped")
-    record(f"hostile files ({size})", converged=not diff, lost=lost + dup, recovery_s=took,
-           note=f"{len(made)} files; skipped with a reason: {', '.join(skipped)}")  # fmt: skip
+    record(
+        f"hostile files ({size})",
+        converged=not diff,
+        lost=lost + dup,
+        recovery_s=took,
+        note=f"{len(made)} files; skipped with a reason: {', '.join(skipped)}",
+    )
     assert not diff, diff

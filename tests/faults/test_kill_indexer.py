@@ -174,12 +174,18 @@ def test_ctrl_c_to_the_group_always_ends(db_url: str, tmp_path: Path, faults_ful
                 continue
             ended = time.monotonic() - sent
             gone = wait_until(lambda pid=proc.pid: not session_members(pid), 10)
-            print(f"Ctrl-C to the group at '{moment}' (landed {landed}): exit {proc.returncode} "
-                  f"after {ended:.2f} s; helpers gone after {gone}")  # fmt: skip
+            print(
+                f"Ctrl-C to the group at '{moment}' (landed {landed}): exit {proc.returncode} "
+                f"after {ended:.2f} s; helpers gone after {gone}"
+            )
             assert proc.returncode in (0, 1), err.decode()[-2000:]
             assert "Traceback" not in err.decode()
-            record(f"Ctrl-C to the indexer's group ({len(moments)} moments)",
-                   converged=gone is not None, recovery_s=ended, note="time = Ctrl-C to exit")  # fmt: skip
+            record(
+                f"Ctrl-C to the indexer's group ({len(moments)} moments)",
+                converged=gone is not None,
+                recovery_s=ended,
+                note="time = Ctrl-C to exit",
+            )
     finally:
         watch.close()
     assert not hung, f"the run never ended after Ctrl-C at: {hung}"

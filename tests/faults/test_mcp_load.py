@@ -67,8 +67,13 @@ def test_mcp_under_load_while_reindexing(
     vault = copy_vault(TEST_VAULT, tmp_path / "vault")
     if faults_full:  # a re-index that takes a while
         make_big_vault(vault / "bulk", 400)
-    env = env_for(tmp_path / "home", db_url, model_dir, RETRIEVER_VAULT=str(vault),
-                  RETRIEVER_FRESH_SEARCH="false")  # fmt: skip
+    env = env_for(
+        tmp_path / "home",
+        db_url,
+        model_dir,
+        RETRIEVER_VAULT=str(vault),
+        RETRIEVER_FRESH_SEARCH="false",
+    )
     code, _, stderr = run_json(["index", str(vault)], env)
     assert code == 0, stderr[-2000:]
     total = int(rows(db_url, "SELECT count(*) FROM documents")[0][0])
@@ -86,8 +91,12 @@ def test_mcp_under_load_while_reindexing(
             return [r for rs in results for r in rs]
 
         started = time.monotonic()
-        indexer = subprocess.Popen([retriever_exe(), "index", str(vault), "--full", "--json"], env=env,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        indexer = subprocess.Popen(
+            [retriever_exe(), "index", str(vault), "--full", "--json"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         reindexes = 1
 
         async def with_reindexing() -> list[tuple[str, float, str]]:
@@ -97,8 +106,11 @@ def test_mcp_under_load_while_reindexing(
                 if indexer.poll() is not None:
                     assert indexer.returncode == 0, indexer.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
                     indexer = subprocess.Popen(
-                        [retriever_exe(), "index", str(vault), "--full", "--json"], env=env,
-                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+                        [retriever_exe(), "index", str(vault), "--full", "--json"],
+                        env=env,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE,
+                    )
                     reindexes += 1
                 await asyncio.sleep(0.2)
             return await job
@@ -114,10 +126,15 @@ def test_mcp_under_load_while_reindexing(
     }
     summary = ", ".join(f"{t} p95 {p95(v) * 1000:.0f} ms" for t, v in by_tool.items() if v)
     overall = p95([r[1] for r in results]) * 1000
-    print(f"MCP load: {len(results)} calls in {took:.1f} s during {reindexes} full re-index(es); "
-          f"p95 {overall:.0f} ms ({summary}); problems {problems[:3]}")  # fmt: skip
-    record(f"MCP HTTP load, {CLIENTS} clients x {calls} calls, re-indexing",
-           converged=not problems, wrong=len(problems),
-           note=f"p95 {overall:.0f} ms overall; {summary}; {reindexes} re-index runs")  # fmt: skip
+    print(
+        f"MCP load: {len(results)} calls in {took:.1f} s during {reindexes} full re-index(es); "
+        f"p95 {overall:.0f} ms ({summary}); problems {problems[:3]}"
+    )
+    record(
+        f"MCP HTTP load, {CLIENTS} clients x {calls} calls, re-indexing",
+        converged=not problems,
+        wrong=len(problems),
+        note=f"p95 {overall:.0f} ms overall; {summary}; {reindexes} re-index runs",
+    )
     assert len(results) == CLIENTS * calls
     assert not problems, problems[:5]

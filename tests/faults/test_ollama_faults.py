@@ -103,10 +103,13 @@ def ollama() -> Iterator[Ollama]:
 
 def ollama_env(home: Path, url: str, fake: Ollama) -> dict[str, str]:
     return env_for(
-        home, url, f"ollama:{MODEL}",
-        RETRIEVER_OLLAMA_URL=fake.state.url, RETRIEVER_OLLAMA_TIMEOUT="1",
+        home,
+        url,
+        f"ollama:{MODEL}",
+        RETRIEVER_OLLAMA_URL=fake.state.url,
+        RETRIEVER_OLLAMA_TIMEOUT="1",
         RETRIEVER_EMBED_BATCH="8",
-    )  # fmt: skip
+    )
 
 
 def wrong_vectors(url: str) -> int:
@@ -139,9 +142,11 @@ def test_ollama_fault_mid_index(
     env = ollama_env(tmp_path / "home", db_url, ollama)
     ollama.fault, ollama.after = fault, HEALTHY_CALLS
     code, data, stderr = run_json(["index", str(vault)], env)
-    print(f"{fault}: exit {code}, embedded {data.get('passages_embedded')}, pending "
-          f"{data.get('passages_pending')}, refused {data.get('vectors_refused')}, "
-          f"error {data.get('embed_error')}")  # fmt: skip
+    print(
+        f"{fault}: exit {code}, embedded {data.get('passages_embedded')}, pending "
+        f"{data.get('passages_pending')}, refused {data.get('vectors_refused')}, "
+        f"error {data.get('embed_error')}"
+    )
     assert code == 1, stderr[-2000:]  # degraded: the notes are indexed, vectors pending
     assert "Traceback" not in stderr
     assert data["passages_embedded"] >= 16 and data["passages_pending"] > 0
@@ -159,13 +164,21 @@ def test_ollama_fault_mid_index(
     code, data, stderr = run_json(["index", str(vault)], env)
     took = time.monotonic() - started
     assert code == 0 and data["passages_pending"] == 0, stderr[-2000:]
-    got, want = dump_index(db_url), clean_index(vault, f"ollama:{MODEL}",
-                                               RETRIEVER_OLLAMA_URL=ollama.state.url)  # fmt: skip
+    got, want = (
+        dump_index(db_url),
+        clean_index(vault, f"ollama:{MODEL}", RETRIEVER_OLLAMA_URL=ollama.state.url),
+    )
     amcheck(db_url)
     lost, dup = lost_and_duplicated(got, want)
     diff = differences(got, want)
-    record(f"ollama {fault} mid-index", converged=not diff, lost=lost + dup,
-           wrong=stored_wrong, recovery_s=took, note="wrong = vectors stored wrong")  # fmt: skip
+    record(
+        f"ollama {fault} mid-index",
+        converged=not diff,
+        lost=lost + dup,
+        wrong=stored_wrong,
+        recovery_s=took,
+        note="wrong = vectors stored wrong",
+    )
     assert stored_wrong == 0
     assert not diff, diff
 
@@ -192,9 +205,16 @@ def test_ollama_fault_mid_search(fault: str, ollama: Ollama, db_url: str, tmp_pa
     env = ollama_env(tmp_path / "home", db_url, ollama)
     code, _, stderr = run_json(["index", str(vault)], env)
     assert code == 0, stderr[-2000:]
-    settings = Settings(vault=vault, home=tmp_path / "home", database_url=db_url,
-                        embed_model=f"ollama:{MODEL}", ollama_url=ollama.state.url,
-                        ollama_timeout=1.0, calibrate=False, fresh_search=False)  # fmt: skip
+    settings = Settings(
+        vault=vault,
+        home=tmp_path / "home",
+        database_url=db_url,
+        embed_model=f"ollama:{MODEL}",
+        ollama_url=ollama.state.url,
+        ollama_timeout=1.0,
+        calibrate=False,
+        fresh_search=False,
+    )
     app = Retriever(settings)
     # Query vectors are cached per text: each question is new, so each needs the model.
     queries = ["kombu dashi stock", "dashi from kombu", "kombu broth for miso", "what is in dashi"]
@@ -220,7 +240,12 @@ def test_ollama_fault_mid_search(fault: str, ollama: Ollama, db_url: str, tmp_pa
         took = time.monotonic() - started
     finally:
         app.close()
-    record(f"ollama {fault} mid-search", converged=after.mode == "hybrid", wrong=wrong,
-           recovery_s=took, note=f"{len(answers)} answers during the fault")  # fmt: skip
+    record(
+        f"ollama {fault} mid-search",
+        converged=after.mode == "hybrid",
+        wrong=wrong,
+        recovery_s=took,
+        note=f"{len(answers)} answers during the fault",
+    )
     assert wrong == 0
     assert after.mode == "hybrid" and after.degraded_reason is None
