@@ -156,14 +156,27 @@ def template_url(pg_server_url: str) -> str:
 
 
 @pytest.fixture
-def db_url(pg_server_url: str, template_url: str) -> Iterator[str]:
+def new_db_url(pg_server_url: str, template_url: str) -> Iterator[Callable[[], str]]:
+    """Make fresh migrated databases (clones of the session template), dropped after."""
+    made: list[str] = []
+
+    def factory() -> str:
+        name = f"t_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(pg_server_url, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB}")
+        made.append(name)
+        return _with_dbname(pg_server_url, name)
+
+    yield factory
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        for name in made:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def db_url(new_db_url: Callable[[], str]) -> str:
     """A fresh, migrated database for one test."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_server_url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB}")
-    yield _with_dbname(pg_server_url, name)
-    with psycopg.connect(pg_server_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    return new_db_url()
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ import signal
 import string
 import subprocess
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,7 +32,7 @@ from retriever.index import PARALLEL_THRESHOLD
 from retriever.lexical import weighted_terms
 from retriever.prepare import embedding_input
 from retriever.scan import ALWAYS_EXCLUDED_DIRS
-from tests.conftest import TEMPLATE_DB, _with_dbname, retriever_exe
+from tests.conftest import retriever_exe
 from tests.faults.dump import (
     assert_same_index,
     assert_stats_consistent,
@@ -102,24 +101,6 @@ def link_rows(url: str, source: str) -> list[tuple[str, str, str | None]]:
         " LEFT JOIN documents r ON r.id = l.resolved WHERE d.path = %s ORDER BY l.line, l.target",
         (source,),
     )
-
-
-@pytest.fixture
-def new_db_url(pg_server_url: str, template_url: str) -> Iterator[Callable[[], str]]:
-    """Make more fresh migrated databases (cloned from the session template)."""
-    made: list[str] = []
-
-    def factory() -> str:
-        name = f"t2_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(pg_server_url, autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB}")
-        made.append(name)
-        return _with_dbname(pg_server_url, name)
-
-    yield factory
-    with psycopg.connect(pg_server_url, autocommit=True) as conn:
-        for name in made:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @contextmanager

@@ -10,10 +10,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
-from tests.conftest import TEMPLATE_DB, _with_dbname
 from tests.faults.dump import dump_index
 from tests.faults.harness import env_for, make_pgdata_template, run_json, seed_pgdata, stop_server
 
@@ -38,29 +36,11 @@ def own_home(tmp_path: Path, pgdata_template: Path) -> Iterator[Path]:
 
 
 @pytest.fixture
-def fresh_db(pg_server_url: str, template_url: str) -> Iterator[Callable[[], str]]:
-    """Fresh migrated databases on the session server."""
-    made: list[str] = []
-
-    def factory() -> str:
-        name = f"f_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(pg_server_url, autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB}")
-        made.append(name)
-        return _with_dbname(pg_server_url, name)
-
-    yield factory
-    with psycopg.connect(pg_server_url, autocommit=True) as conn:
-        for name in made:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
-@pytest.fixture
-def clean_index(fresh_db: Callable[[], str], tmp_path: Path) -> Callable[..., dict[str, Any]]:
+def clean_index(new_db_url: Callable[[], str], tmp_path: Path) -> Callable[..., dict[str, Any]]:
     """The dump of a clean full index of ``vault`` in a fresh database and home."""
 
     def make(vault: Path, model: str | Path = "none", **extra: str) -> dict[str, Any]:
-        url = fresh_db()
+        url = new_db_url()
         home = tmp_path / f"clean-home-{uuid.uuid4().hex[:6]}"
         code, data, stderr = run_json(
             ["index", str(vault), "--full"], env_for(home, url, model, **extra)
