@@ -9,6 +9,7 @@ a fallback. Each test gets its own database cloned from a migrated template.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -33,6 +34,35 @@ os.environ["RETRIEVER_SERVICE"] = "off"
 TESTS = Path(__file__).parent
 TEST_VAULT = TESTS / "vault"
 TEMPLATE_DB = "retriever_test_template"
+
+
+def cli_env(db_url: str, home: Path) -> dict[str, str]:
+    """The environment of a CLI run in a test: this database and home, no model, no
+    resident service, a bare PATH."""
+    return {
+        "DATABASE_URL": db_url,
+        "RETRIEVER_HOME": str(home),
+        "RETRIEVER_EMBED_MODEL": "none",
+        "PATH": "/usr/bin:/bin",
+        "RETRIEVER_SERVICE": "off",
+    }
+
+
+def write_beir(
+    folder: Path,
+    docs: dict[str, tuple[str, str]],
+    queries: dict[str, str],
+    qrels: list[tuple[str, str, int]],
+) -> Path:
+    """A small BEIR folder: docs id -> (title, text), queries id -> text, qrels rows."""
+    folder.mkdir(parents=True)
+    corpus = [{"_id": k, "title": t, "text": x} for k, (t, x) in docs.items()]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in corpus), "utf-8")
+    asked = [{"_id": k, "text": q} for k, q in queries.items()]
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in asked), "utf-8")
+    rows = "".join(f"{q}\t{d}\t{score}\n" for q, d, score in qrels)
+    (folder / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows, "utf-8")
+    return folder
 
 
 def retriever_exe() -> str:

@@ -14,7 +14,7 @@ from retriever.absence import UNKNOWN_SHARE
 from retriever.calibrate import MIN_NOTES, Lexicon, _doc_term_counts
 from retriever.evaluate import Case, evaluate
 from retriever.lexical import query_terms
-from tests.conftest import retriever_exe
+from tests.conftest import cli_env, retriever_exe
 from tests.model_factory import build_model
 
 TOPICS = [
@@ -178,13 +178,7 @@ def test_status_health_and_eval_show_the_calibration(
 
 
 def test_cli_calibrate_reports_and_exits_0(hobby_vault_dir, db_url: str, tmp_path: Path) -> None:
-    env = {
-        "DATABASE_URL": db_url,
-        "RETRIEVER_HOME": str(tmp_path / "home"),
-        "RETRIEVER_EMBED_MODEL": "none",
-        "PATH": "/usr/bin:/bin",
-        "RETRIEVER_SERVICE": "off",
-    }
+    env = cli_env(db_url, tmp_path / "home")
     subprocess.run(
         [retriever_exe(), "index", str(hobby_vault_dir), "--json"],
         env=env,

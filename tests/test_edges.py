@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from retriever.query_input import SearchInputError
-from tests.conftest import retriever_exe
+from tests.conftest import cli_env, retriever_exe, write_beir
 
 LONG_LINE = (
     "Restic keeps nightly snapshots of the photo library and prunes them weekly; the "
@@ -161,20 +161,12 @@ def test_beir_ids_map_to_safe_file_names_both_ways(doc_id: str) -> None:
 def test_eval_on_beir_ids_with_slashes(make_app, tmp_path: Path) -> None:
     from retriever.evaluate import evaluate, load_beir, write_beir_vault
 
-    beir = tmp_path / "dbpedia"
-    beir.mkdir()
     docs = {
         "<dbpedia:AC/DC>": ("AC/DC", "Australian hard rock band formed by the Young brothers."),
         "<dbpedia:Kayak>": ("Kayak", "A small narrow watercraft propelled by a paddle."),
     }
-    (beir / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": k, "title": t, "text": x}) + "\n" for k, (t, x) in docs.items()),
-        "utf-8",
-    )
-    (beir / "queries.jsonl").write_text(
-        json.dumps({"_id": "q1", "text": "hard rock band Young brothers"}) + "\n", "utf-8"
-    )
-    (beir / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\t<dbpedia:AC/DC>\t1\n", "utf-8")
+    queries = {"q1": "hard rock band Young brothers"}
+    beir = write_beir(tmp_path / "dbpedia", docs, queries, [("q1", "<dbpedia:AC/DC>", 1)])
     corpus, cases = load_beir(beir)
     vault = tmp_path / "vault"
     write_beir_vault(corpus, vault)
@@ -306,13 +298,7 @@ def test_a_busy_mcp_port_fails_before_any_url_is_printed(tmp_path: Path, db_url:
     vault = tmp_path / "v"
     vault.mkdir()
     (vault / "a.md").write_text("# A\n\ntext\n", "utf-8")
-    env = {
-        "DATABASE_URL": db_url,
-        "RETRIEVER_HOME": str(tmp_path / "home"),
-        "RETRIEVER_EMBED_MODEL": "none",
-        "PATH": "/usr/bin:/bin",
-        "RETRIEVER_SERVICE": "off",
-    }
+    env = cli_env(db_url, tmp_path / "home")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from retriever.evaluate import ABLATIONS, evaluate, load_beir, load_cases, write_beir_vault
+from tests.conftest import write_beir
 
 TESTS = Path(__file__).parent
 
@@ -58,25 +59,13 @@ def test_eval_on_the_test_vault_reports_every_metric(
 
 
 def test_eval_on_a_beir_folder(make_app, tmp_path: Path) -> None:
-    beir = tmp_path / "mini"
-    beir.mkdir()
     docs = {
         "d1": ("Wing flutter", "Flutter of swept wings at transonic speed."),
         "d2": ("Boundary layer", "Laminar boundary layer transition on flat plates."),
         "d3": ("Heat transfer", "Heat transfer in hypersonic flow over blunt bodies."),
     }
-    (beir / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": k, "title": t, "text": x}) + "\n" for k, (t, x) in docs.items()),
-        "utf-8",
-    )
-    (beir / "queries.jsonl").write_text(
-        json.dumps({"_id": "q1", "text": "transition of laminar boundary layers"})
-        + "\n"
-        + json.dumps({"_id": "q2", "text": "flutter of swept wings"})
-        + "\n",
-        "utf-8",
-    )
-    (beir / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td2\t2\nq2\td1\t1\n", "utf-8")
+    queries = {"q1": "transition of laminar boundary layers", "q2": "flutter of swept wings"}
+    beir = write_beir(tmp_path / "mini", docs, queries, [("q1", "d2", 2), ("q2", "d1", 1)])
     corpus, cases = load_beir(beir)
     assert {c.id: c.relevant for c in cases} == {"q1": {"d2.md": 2}, "q2": {"d1.md": 1}}
     vault = tmp_path / "vault"
@@ -95,18 +84,12 @@ def test_eval_of_a_cases_file_without_vault_refuses_and_indexes_nothing(
 ) -> None:
     import subprocess
 
-    from tests.conftest import retriever_exe
+    from tests.conftest import cli_env, retriever_exe
 
     cases = tmp_path / "cases.jsonl"
     cases.write_text('{"id": 1, "query": "x", "relevant": ["a.md"]}\n', "utf-8")
     (tmp_path / "stray.md").write_text("# Not a vault\n", "utf-8")
-    env = {
-        "DATABASE_URL": db_url,
-        "RETRIEVER_HOME": str(tmp_path / "home"),
-        "RETRIEVER_EMBED_MODEL": "none",
-        "PATH": "/usr/bin:/bin",
-        "RETRIEVER_SERVICE": "off",
-    }
+    env = cli_env(db_url, tmp_path / "home")
     done = subprocess.run(
         [retriever_exe(), "eval", str(cases), "--json"],
         cwd=tmp_path,

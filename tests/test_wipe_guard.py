@@ -8,7 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.conftest import retriever_exe
+from tests.conftest import cli_env, retriever_exe
 
 
 def _vault(root: Path, n: int) -> Path:
@@ -57,13 +57,7 @@ def test_most_notes_gone_at_once_needs_force(make_app, tmp_path: Path) -> None:
 
 
 def test_cli_refuses_with_one_line_and_exit_2(tmp_path: Path, db_url: str) -> None:
-    env = {
-        "DATABASE_URL": db_url,
-        "RETRIEVER_HOME": str(tmp_path / "home"),
-        "RETRIEVER_EMBED_MODEL": "none",
-        "PATH": "/usr/bin:/bin",
-        "RETRIEVER_SERVICE": "off",
-    }
+    env = cli_env(db_url, tmp_path / "home")
     a, b = _vault(tmp_path / "a", 12), _vault(tmp_path / "b", 2)
     first = subprocess.run([retriever_exe(), "index", str(a)], env=env, capture_output=True)
     assert first.returncode in (0, 1)  # 1: no model, vectors pending (degraded, not failed)
