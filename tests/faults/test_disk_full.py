@@ -15,20 +15,15 @@ from typing import Any
 
 import pytest
 
-from tests.faults.dump import differences, dump_index, lost_and_duplicated
 from tests.faults.harness import (
-    amcheck,
     assert_clean_failure,
+    dump_with_server_up,
     env_for,
-    postmaster,
+    record_convergence,
     run_json,
     seed_pgdata,
-    server_url,
     stop_server,
-    vault_url,
-    wait_until,
 )
-from tests.faults.table import record
 from tests.test_index import make_big_vault, start_index
 
 pytestmark = pytest.mark.faults
@@ -111,21 +106,12 @@ def test_disk_full_during_an_index_run(
         time.sleep(2)
     took = time.monotonic() - started
     assert code in (0, 1) and not data["interrupted"], stderr[-2000:]
-    proc = start_index(vault, env)  # keeps the server up while we look
-    try:
-        assert wait_until(lambda: postmaster(datadir) is not None, 60) is not None
-        got = dump_index(vault_url(datadir))
-        amcheck(server_url(datadir), all_databases=True)
-    finally:
-        proc.communicate(timeout=120)
+    got = dump_with_server_up(vault, env, datadir)
     want = clean_index(vault)
-    lost, dup = lost_and_duplicated(got, want)
-    diff = differences(got, want)
-    record(
+    record_convergence(
         "disk full during an index run",
-        converged=not diff,
-        lost=lost + dup,
+        got,
+        want,
         recovery_s=took,
         note=f"{DISK_MB} MB tmpfs; {attempts} run(s) after freeing space",
     )
-    assert not diff, diff

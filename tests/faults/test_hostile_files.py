@@ -18,9 +18,8 @@ import pytest
 
 from retriever.prepare import decode_note
 from tests.conftest import TEST_VAULT
-from tests.faults.dump import differences, dump_index, lost_and_duplicated, rows
-from tests.faults.harness import amcheck, copy_vault, env_for, run_json
-from tests.faults.table import record
+from tests.faults.dump import dump_index, rows
+from tests.faults.harness import amcheck, copy_vault, env_for, record_convergence, run_json
 
 pytestmark = pytest.mark.faults
 
@@ -159,14 +158,11 @@ def test_a_vault_of_hostile_files(
     assert again_code in (0, 1) and again["files_changed"] == 0
     got, want = dump_index(db_url), clean_index(vault, model, RETRIEVER_MAX_FILE_BYTES=cap)
     amcheck(db_url)
-    lost, dup = lost_and_duplicated(got, want)
-    diff = differences(got, want)
     skipped = sorted(n for n, f in fates.items() if f == "skipped")
-    record(
+    record_convergence(
         f"hostile files ({size})",
-        converged=not diff,
-        lost=lost + dup,
+        got,
+        want,
         recovery_s=took,
         note=f"{len(made)} files; skipped with a reason: {', '.join(skipped)}",
     )
-    assert not diff, diff

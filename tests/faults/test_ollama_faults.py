@@ -24,8 +24,15 @@ from retriever.app import Retriever
 from retriever.config import Settings
 from retriever.prepare import embedding_input
 from tests.conftest import TEST_VAULT
-from tests.faults.dump import differences, dump_index, lost_and_duplicated, rows
-from tests.faults.harness import amcheck, copy_vault, env_for, free_port, run_json
+from tests.faults.dump import dump_index, rows
+from tests.faults.harness import (
+    amcheck,
+    copy_vault,
+    env_for,
+    free_port,
+    record_convergence,
+    run_json,
+)
 from tests.faults.table import record
 from tests.test_embed_ollama import MODEL, FakeOllama, _handler, _model_entry, fake_vector
 
@@ -169,18 +176,15 @@ def test_ollama_fault_mid_index(
         clean_index(vault, f"ollama:{MODEL}", RETRIEVER_OLLAMA_URL=ollama.state.url),
     )
     amcheck(db_url)
-    lost, dup = lost_and_duplicated(got, want)
-    diff = differences(got, want)
-    record(
+    record_convergence(
         f"ollama {fault} mid-index",
-        converged=not diff,
-        lost=lost + dup,
+        got,
+        want,
         wrong=stored_wrong,
         recovery_s=took,
         note="wrong = vectors stored wrong",
     )
     assert stored_wrong == 0
-    assert not diff, diff
 
 
 # Mid-search: an app that searched hybrid a moment ago, then the fault.
