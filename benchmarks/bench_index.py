@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import json
 import multiprocessing
 import os
 import resource
@@ -30,6 +29,7 @@ from benchmarks.common import (
     hwm_rss_mb,
     open_app,
     print_table,
+    report,
     self_peak_rss_mb,
     table_sizes_mb,
 )
@@ -223,11 +223,7 @@ def main() -> None:
     ap.add_argument("--database-url", help="an external Postgres instead of the embedded one")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    result = run(args.corpus.resolve(), args.model, args.home, args.database_url)
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        show(result)
+    report(run(args.corpus.resolve(), args.model, args.home, args.database_url), args.json, show)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import json
 import shutil
 import tempfile
 import time
@@ -21,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import derive_queries, load_cases, open_app, percentile, print_table
+from benchmarks.common import derive_queries, load_cases, open_app, percentile, print_table, report
 from benchmarks.reference_sqlite import ReferenceIndex
 
 # (row name, our search options, reference mode). Our lexical/semantic rows switch the
@@ -181,11 +180,7 @@ def main() -> None:
     ap.add_argument("--database-url", help="an external Postgres instead of the embedded one")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    result = run(args)
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        show(result)
+    report(run(args), args.json, show)
 
 
 if __name__ == "__main__":

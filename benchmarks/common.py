@@ -9,6 +9,7 @@ import resource
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -213,3 +214,11 @@ def table_sizes_mb(conn: Any) -> dict[str, dict[str, float]]:
         entry["total"] = round(sum(entry.values()), 1)
         out[name] = entry
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["total"]))
+
+
+def report(result: dict[str, Any], as_json: bool, show: Callable[[dict[str, Any]], None]) -> None:
+    """Print a benchmark's result: JSON on request, else its table."""
+    if as_json:
+        print(json.dumps(result, indent=2))
+    else:
+        show(result)

@@ -24,7 +24,7 @@ from typing import Any
 import ir_measures
 from ir_measures import R, nDCG
 
-from benchmarks.common import beir_vault, load_cases, open_app, print_table
+from benchmarks.common import beir_vault, load_cases, open_app, print_table, report
 from benchmarks.reference_sqlite import ReferenceIndex
 
 MODES = ("hybrid", "lexical", "semantic")
@@ -142,11 +142,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.cases and not args.corpus:
         ap.error("--cases needs --corpus")
-    result = run(args)
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        show(result)
+    report(run(args), args.json, show)
 
 
 if __name__ == "__main__":
