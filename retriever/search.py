@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psycopg
-from psycopg.rows import args_row
 
 from retriever import store
 from retriever.absence import (
@@ -36,6 +35,7 @@ from retriever.query_input import (
     check_budget,
 )
 from retriever.ranking import DEFAULT_RANKING, GRAPH_NEIGHBOURS, Arms, Ranking, Walk, fuse
+from retriever.store import ChunkRow
 from retriever.titles import TitleCache
 from retriever.vector import QueryVectorCache, vector_search
 
@@ -184,38 +184,6 @@ def looks_like_identifier(query: str) -> bool:
 
 
 @dataclass(slots=True)
-class _ChunkRow:
-    id: int
-    doc_id: int
-    path: str
-    title: str
-    trail: list[str]
-    start: int
-    end: int
-    ctype: str
-    text: str
-    tokens: int
-    hash: bytes
-    size: int
-    mtime_ns: int
-
-
-def _fetch_chunks(conn: psycopg.Connection, ids: Sequence[int]) -> dict[int, _ChunkRow]:
-    with conn.cursor(row_factory=args_row(_ChunkRow)) as cur:
-        rows = cur.execute(
-            """
-            SELECT c.id, c.doc_id, d.path, d.title, c.heading_trail, c.start_line, c.end_line,
-                   c.content_type, p.text, p.tokens, c.passage_hash, d.size, d.mtime_ns
-            FROM chunks c JOIN documents d ON d.id = c.doc_id
-                 JOIN passages p ON p.hash = c.passage_hash
-            WHERE c.id = ANY(%s)
-            """,
-            (list(ids),),
-        ).fetchall()
-    return {row.id: row for row in rows}
-
-
-@dataclass(slots=True)
 class _Semantic:
     """How the semantic arm runs in one search: its model row and query vectors, or why
     it does not (the search then runs lexical and says so)."""
@@ -241,18 +209,11 @@ class Searcher:
         """Passages without a vector for ``model`` (None: no vector at all), recounted only
         after an index run or an embedding pass: the anti-join is too costly for every
         search."""
-        rows = conn.execute(
-            "SELECT key, value FROM meta WHERE key IN ('last_index', %s) ORDER BY key",
-            (store.VECTORS_KEY,),
-        ).fetchall()
-        generation = str(rows)
+        generation = store.vectors_generation(conn)
         cached = self._pending.get(model)
         if cached is not None and cached[0] == generation:
             return cached[1]
-        has_any = conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM embeddings WHERE model = %s)", (model,)
-        ).fetchone()
-        count = store.count_pending(conn, model) if has_any and has_any[0] else None
+        count = store.count_pending(conn, model) if store.has_vectors(conn, model) else None
         self._pending[model] = (generation, count)
         return count
 
@@ -300,7 +261,7 @@ class Searcher:
         walk = self.walker(conn, scope)
         scores, lifted = fuse(arms, ranking, first_chunk=self.titles.first_chunk, walk=walk)
         ranked_ids = sorted(scores, key=lambda c: (-scores[c], c))
-        rows = _fetch_chunks(conn, ranked_ids[: max(opts.limit * 3, 60)] + lifted)
+        rows = store.fetch_chunks(conn, ranked_ids[: max(opts.limit * 3, 60)] + lifted)
         ranked_ids = [c for c in ranked_ids if c in rows]
         hits = self._deliver(ranked_ids, rows, scores, opts, arms, lifted, vault)
         coverage = _coverage(conn, ranked_ids[0], queries) if ranked_ids else 0.0
@@ -399,8 +360,7 @@ class Searcher:
                 arms.semantic.append(dict(found))
         ids = list(arms.chunks())
         if ids:
-            owners = conn.execute("SELECT id, doc_id FROM chunks WHERE id = ANY(%s)", (ids,))
-            arms.doc_of = {int(c): int(d) for c, d in owners.fetchall()}
+            arms.doc_of = store.chunk_owners(conn, ids)
         return arms
 
     def _titles(
@@ -453,7 +413,7 @@ class Searcher:
     def _deliver(
         self,
         ranked_ids: list[int],
-        rows: dict[int, _ChunkRow],
+        rows: dict[int, ChunkRow],
         scores: dict[int, float],
         opts: SearchOptions,
         arms: Arms,
@@ -498,7 +458,7 @@ def _likely_absent(
     return default_absent(sig, opts, semantic=semantic)
 
 
-def _distinct_paths(ranked_ids: list[int], rows: dict[int, _ChunkRow]) -> list[str]:
+def _distinct_paths(ranked_ids: list[int], rows: dict[int, ChunkRow]) -> list[str]:
     """Each note once, in the order of its best passage."""
     return list(dict.fromkeys(rows[c].path for c in ranked_ids))
 
@@ -521,7 +481,7 @@ class _ArmRanks:
             title={d: i for i, d in enumerate(arms.title, start=1)},
         )
 
-    def of_group(self, group: list[_ChunkRow]) -> dict[str, int | None]:
+    def of_group(self, group: list[ChunkRow]) -> dict[str, int | None]:
         return {
             "lexical": _min_rank(self.lexical, group),
             "semantic": _min_rank(self.semantic, group),
@@ -531,7 +491,7 @@ class _ArmRanks:
 
 
 def _hit(
-    group: list[_ChunkRow],
+    group: list[ChunkRow],
     scores: dict[int, float],
     ranks: dict[str, int | None],
     stale: bool,
@@ -595,7 +555,7 @@ def _coverage(conn: psycopg.Connection, chunk_id: int, queries: list[str]) -> fl
     qterms = [set(query_terms(q)) for q in queries]
     if not any(qterms):
         return 0.0
-    best_terms = _chunk_terms(conn, chunk_id, set().union(*qterms))
+    best_terms = store.chunk_terms_among(conn, chunk_id, set().union(*qterms))
     return max((len(t & best_terms) / len(t) for t in qterms if t), default=0.0)
 
 
@@ -639,17 +599,6 @@ def _cut_line(line: str, room: int) -> str:
     return head.rstrip() + "…"
 
 
-def _chunk_terms(conn: psycopg.Connection, chunk_id: int, among: set[str]) -> set[str]:
-    """Which of the terms ``among`` one chunk holds (a few lexicon lookups by term, not one
-    per term of the chunk)."""
-    rows = conn.execute(
-        "SELECT l.term FROM chunks c JOIN lexicon l ON l.term = ANY(%s) AND l.id = ANY(c.terms)"
-        " WHERE c.id = %s",
-        (sorted(among), chunk_id),
-    ).fetchall()
-    return {r[0] for r in rows}
-
-
 def _best_ranks(lists: list[list[int]]) -> dict[int, int]:
     best: dict[int, int] = {}
     for ids in lists:
@@ -658,15 +607,15 @@ def _best_ranks(lists: list[list[int]]) -> dict[int, int]:
     return best
 
 
-def _min_rank(ranks: dict[int, int], group: list[_ChunkRow]) -> int | None:
+def _min_rank(ranks: dict[int, int], group: list[ChunkRow]) -> int | None:
     found = [ranks[r.id] for r in group if r.id in ranks]
     return min(found) if found else None
 
 
-def _merge_adjacent(chosen: list[_ChunkRow]) -> list[list[_ChunkRow]]:
+def _merge_adjacent(chosen: list[ChunkRow]) -> list[list[ChunkRow]]:
     """Merge chunks of one document whose line ranges touch (transitively: A, C then B
     become one hit), keeping the delivery order of each group's first chunk."""
-    groups: list[list[_ChunkRow]] = []
+    groups: list[list[ChunkRow]] = []
     for row in chosen:
         touching = [g for g in groups if _touches(g, row)]
         if not touching:
@@ -681,14 +630,14 @@ def _merge_adjacent(chosen: list[_ChunkRow]) -> list[list[_ChunkRow]]:
     return groups
 
 
-def _touches(group: list[_ChunkRow], row: _ChunkRow) -> bool:
+def _touches(group: list[ChunkRow], row: ChunkRow) -> bool:
     """Same note, and line ranges that overlap or meet."""
     return group[0].doc_id == row.doc_id and any(
         row.start <= r.end + 1 and r.start <= row.end + 1 for r in group
     )
 
 
-def _is_stale(vault: Path, row: _ChunkRow) -> bool:
+def _is_stale(vault: Path, row: ChunkRow) -> bool:
     try:
         st = (vault / row.path).stat()
     except OSError:

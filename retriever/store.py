@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import psycopg
 from pgvector import HalfVector
+from psycopg.rows import args_row
 
 from retriever.chunk import Link
 from retriever.prepare import PreparedChunk, PreparedDoc, embedding_input
@@ -453,3 +454,74 @@ def compact(conn: psycopg.Connection, tables: Sequence[str]) -> None:
             conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
     finally:
         conn.autocommit = False
+
+
+# -- read side: what a search fetches beside its ranking -------------------------------
+
+
+@dataclass(slots=True)
+class ChunkRow:
+    """A passage as a search delivers it: where it is, its text, and its note's file state."""
+
+    id: int
+    doc_id: int
+    path: str
+    title: str
+    trail: list[str]
+    start: int
+    end: int
+    ctype: str
+    text: str
+    tokens: int
+    hash: bytes
+    size: int
+    mtime_ns: int
+
+
+def fetch_chunks(conn: psycopg.Connection, ids: Sequence[int]) -> dict[int, ChunkRow]:
+    with conn.cursor(row_factory=args_row(ChunkRow)) as cur:
+        rows = cur.execute(
+            """
+            SELECT c.id, c.doc_id, d.path, d.title, c.heading_trail, c.start_line, c.end_line,
+                   c.content_type, p.text, p.tokens, c.passage_hash, d.size, d.mtime_ns
+            FROM chunks c JOIN documents d ON d.id = c.doc_id
+                 JOIN passages p ON p.hash = c.passage_hash
+            WHERE c.id = ANY(%s)
+            """,
+            (list(ids),),
+        ).fetchall()
+    return {row.id: row for row in rows}
+
+
+def chunk_owners(conn: psycopg.Connection, ids: Sequence[int]) -> dict[int, int]:
+    """chunk id -> document id."""
+    rows = conn.execute("SELECT id, doc_id FROM chunks WHERE id = ANY(%s)", (list(ids),))
+    return {int(c): int(d) for c, d in rows.fetchall()}
+
+
+def chunk_terms_among(conn: psycopg.Connection, chunk_id: int, among: set[str]) -> set[str]:
+    """Which of the terms ``among`` one chunk holds (a few lexicon lookups by term, not one
+    per term of the chunk)."""
+    rows = conn.execute(
+        "SELECT l.term FROM chunks c JOIN lexicon l ON l.term = ANY(%s) AND l.id = ANY(c.terms)"
+        " WHERE c.id = %s",
+        (sorted(among), chunk_id),
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+def vectors_generation(conn: psycopg.Connection) -> str:
+    """Changes whenever an index run or an embedding pass may have changed which passages
+    have vectors (what cached counts of pending passages depend on)."""
+    rows = conn.execute(
+        "SELECT key, value FROM meta WHERE key IN ('last_index', %s) ORDER BY key",
+        (VECTORS_KEY,),
+    ).fetchall()
+    return str(rows)
+
+
+def has_vectors(conn: psycopg.Connection, model: int) -> bool:
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM embeddings WHERE model = %s)", (model,)
+    ).fetchone()
+    return bool(row and row[0])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from retriever import search as search_module
+from retriever import store
 
 pytestmark = pytest.mark.faults
 
@@ -22,7 +22,7 @@ def test_a_reindex_committing_mid_search_does_not_change_the_answer(
     other = make_app(vault_copy)  # another process's indexer, on its own connections
     before = app.search("shakshuka eggs tomato", fresh=False)
     assert before.hits and before.hits[0].path == "cooking/Shakshuka.md"
-    fetch = search_module._fetch_chunks
+    fetch = store.fetch_chunks
     raced: list[int] = []
 
     def racing(conn, ids):  # type: ignore[no-untyped-def]
@@ -30,7 +30,7 @@ def test_a_reindex_committing_mid_search_does_not_change_the_answer(
             raced.append(other.index(full=True).files_changed)
         return fetch(conn, ids)
 
-    monkeypatch.setattr(search_module, "_fetch_chunks", racing)
+    monkeypatch.setattr(store, "fetch_chunks", racing)
     during = app.search("shakshuka eggs tomato", fresh=False)
     assert raced and raced[0] > 0
     assert [h.path for h in during.hits] == [h.path for h in before.hits]
