@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from psycopg_pool import PoolTimeout
@@ -37,7 +37,7 @@ from retriever.query_input import (
     parse_modified_after,
     validate_queries,
 )
-from retriever.ranking import FUSION_CHOICES, Ranking
+from retriever.ranking import FUSION_CHOICES, Fusion, Ranking
 from retriever.search import Searcher, SearchOptions, SearchResult, check_options
 from retriever.tiers import Choice, Tiers
 
@@ -360,9 +360,8 @@ class Retriever:
     def _ranking_overrides(self, fusion: str | None, graph: bool | None) -> dict[str, object]:
         """The ranking choices set explicitly (settings, then this call's flags), which
         calibration must not change."""
-        for name in (self.settings.fusion, fusion):
-            if name is not None and name not in FUSION_CHOICES:
-                raise SearchInputError(f"fusion must be one of {', '.join(FUSION_CHOICES)}")
+        if fusion is not None and fusion not in FUSION_CHOICES:
+            raise SearchInputError(f"fusion must be one of {', '.join(FUSION_CHOICES)}")
         out: dict[str, object] = dict(FUSION_CHOICES[self.settings.fusion])
         for name in ("semantic_weight", "graph_weight", "title_weight", "rrf_k", "identifier_lean"):
             value = getattr(self.settings, name)
@@ -370,7 +369,7 @@ class Retriever:
                 out[name] = value
         if not self.settings.graph:
             out["graph_weight"] = 0.0
-        out.update(FUSION_CHOICES.get(fusion or "auto", {}))
+        out.update(FUSION_CHOICES[cast(Fusion, fusion or "auto")])
         if graph is False:
             out["graph_weight"] = 0.0
         elif graph:

@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import platformdirs
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -17,6 +17,8 @@ from pydantic_settings import (
 )
 
 from retriever import request_context
+from retriever.errors import ConfigError
+from retriever.ranking import Fusion
 
 DEFAULT_MODEL = "minishlab/potion-base-8M"
 
@@ -69,7 +71,7 @@ class Settings(BaseSettings):
 
     # Ranking: calibrated per (vault, model) after indexing; a value set here overrides
     # the calibrated choice (unset = calibrated, or the defaults before calibration).
-    fusion: str = Field(
+    fusion: Fusion = Field(
         default="auto", description="auto | linear | rrf | rrf30 | interleave | lexical | semantic"
     )
     graph: bool = Field(default=True, description="Lift linked neighbours (random walk)")
@@ -181,11 +183,26 @@ def settings_from(**overrides: object) -> Settings:
     """Settings from the environment with explicit overrides (CLI flags, tests). Paths are
     made absolute against the client's folder (the service's folder is not the client's)."""
     clean = {k: v for k, v in overrides.items() if v is not None}
-    settings = Settings(**clean)  # type: ignore[arg-type]
+    try:
+        settings = Settings(**clean)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise ConfigError(_config_problem(exc)) from None
     if request_context.current() is not None:
         settings.vault = request_context.absolute(settings.vault)
         settings.home = request_context.absolute(settings.home)
     return settings
+
+
+def _config_problem(exc: ValidationError) -> str:
+    """One line naming the variable that holds the unusable value, and why."""
+    problem = exc.errors()[0]
+    field = str(problem["loc"][0]) if problem["loc"] else "?"
+    name = "DATABASE_URL" if field == "database_url" else f"RETRIEVER_{field.upper()}"
+    value = problem.get("input")
+    plain = isinstance(value, str | int | float) and field != "database_url"  # may hold a password
+    shown = f"={value!r}" if plain else ""
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"bad setting {name}{shown}: {problem['msg']}{more}"
 
 
 def env_flag(name: str) -> bool:

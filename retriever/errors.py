@@ -21,6 +21,10 @@ class InternalError(RetrieverError):
     """Something that should not happen; reported in one line, details in the log."""
 
 
+class ConfigError(InputError):
+    """A setting (an environment variable) has a value the program cannot use."""
+
+
 class VaultError(InputError):
     """The vault folder is missing, or is not a folder."""
 

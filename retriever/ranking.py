@@ -131,7 +131,8 @@ DEFAULT_RANKING = Ranking(
 )
 
 # What ``--fusion`` / RETRIEVER_FUSION name; "auto" keeps the calibrated choice.
-FUSION_CHOICES: dict[str, dict[str, Any]] = {
+Fusion = Literal["auto", "linear", "rrf", "rrf30", "interleave", "lexical", "semantic"]
+FUSION_CHOICES: dict[Fusion, dict[str, Any]] = {
     "auto": {},
     "linear": {"method": "linear"},
     "rrf": {"method": "rrf", "rrf_k": 60.0},
