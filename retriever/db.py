@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from retriever.errors import InputError, UnavailableError
 
@@ -229,17 +229,36 @@ class Database:
             self.pool.open(wait=True, timeout=timeout)
         except Exception as exc:
             self.pool.close()
-            raise DatabaseError(
-                f"cannot connect to {describe_url(url)}: {type(exc).__name__}"
-            ) from exc
+            raise unreachable(url, f"no connection within {timeout:g} s") from exc
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
-        with self.pool.connection(timeout=self._timeout) as conn:
-            yield conn
+        try:
+            with self.pool.connection(timeout=self._timeout) as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise unreachable(self.url, f"no free connection within {self._timeout:g} s") from exc
 
     def close(self) -> None:
         self.pool.close()
+
+
+UNREACHABLE_HINT = (
+    "`retriever health` says which part is down; check DATABASE_URL, or unset it to use"
+    " the embedded server"
+)
+
+
+def unreachable(url: str, reason: str) -> DatabaseError:
+    """The one error for a database that does not answer: where, why, and what to try."""
+    return DatabaseError(f"cannot connect to {describe_url(url)}: {reason} ({UNREACHABLE_HINT})")
+
+
+def _connect(url: str) -> psycopg.Connection:
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=10)
+    except psycopg.OperationalError as exc:
+        raise unreachable(url, " ".join(str(exc).split())) from exc  # libpq adds tabbed hints
 
 
 def upgrade(url: str, revision: str = "head") -> str:
@@ -248,7 +267,7 @@ def upgrade(url: str, revision: str = "head") -> str:
 
     from retriever.migrate import alembic_config
 
-    with psycopg.connect(url, autocommit=True) as lock_conn:
+    with _connect(url) as lock_conn:
         lock_conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
         try:
             cfg = alembic_config(url)
@@ -259,12 +278,17 @@ def upgrade(url: str, revision: str = "head") -> str:
 
 
 def current_revision(url: str) -> str | None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        exists = conn.execute("SELECT to_regclass('alembic_version') IS NOT NULL").fetchone()
-        if not exists or not exists[0]:
-            return None
-        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
-        return row[0] if row else None
+    with _connect(url) as conn:
+        return revision_of(conn)
+
+
+def revision_of(conn: psycopg.Connection) -> str | None:
+    """The schema revision the database is at (None: no retriever schema yet)."""
+    exists = conn.execute("SELECT to_regclass('alembic_version') IS NOT NULL").fetchone()
+    if not exists or not exists[0]:
+        return None
+    row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    return row[0] if row else None
 
 
 def open_database(
@@ -286,7 +310,6 @@ def open_database(
         try:
             if current_revision(url) != head_revision():
                 upgrade(url)
-        except psycopg.OperationalError as exc:
-            reason = " ".join(str(exc).split())  # one line: libpq adds a tabbed hint
-            raise DatabaseError(f"cannot connect to {describe_url(url)}: {reason}") from exc
+        except psycopg.OperationalError as exc:  # the server went away during the migration
+            raise unreachable(url, " ".join(str(exc).split())) from exc
     return Database(url)
