@@ -18,6 +18,8 @@ import typer
 from rich.console import Console
 
 from retriever.config import Settings, settings_from
+from retriever.query_input import Mode
+from retriever.ranking import Fusion
 
 app = typer.Typer(
     add_completion=False,
@@ -27,8 +29,9 @@ app = typer.Typer(
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
-out = Console()  # stdout: results
-err = Console(stderr=True)  # stderr: logs, progress
+# soft_wrap: never fold a line (piped output is 80 columns: citations, URLs and JSON break).
+out = Console(soft_wrap=True)  # stdout: results
+err = Console(stderr=True, soft_wrap=True)  # stderr: logs, progress
 
 EXIT_OK, EXIT_DEGRADED, EXIT_FAILED = 0, 1, 2
 
@@ -115,7 +118,7 @@ def _fail(message: str, as_json: bool) -> None:
     if as_json:
         _emit_json({"ok": False, "error": message})
     else:
-        err.print(f"[red]✗[/red] {message}", soft_wrap=True)  # one line, even when piped
+        err.print(f"[red]✗[/red] {message}")  # one line, even when piped
     raise typer.Exit(EXIT_FAILED)
 
 
@@ -143,8 +146,20 @@ class _Edge:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
     ) -> None:
+        try:
+            self._close_apps()
+        finally:
+            self._translate(exc)
+
+    def _close_apps(self) -> None:
+        """Close every app, even when one fails to close (that is logged, not raised)."""
         for api in self._apps:
-            api.close()
+            try:
+                api.close()
+            except Exception as problem:  # closing must not hide the command's own outcome
+                logging.getLogger("retriever").warning("could not close cleanly: %s", problem)
+
+    def _translate(self, exc: BaseException | None) -> None:
         if exc is None or isinstance(exc, typer.Exit | SystemExit | KeyboardInterrupt):
             return
         from retriever.errors import InputError, UnavailableError, describe
@@ -305,15 +320,11 @@ def status(vault: VaultArg = None, vault_opt: VaultOpt = None, as_json: JsonOpt 
         )
         if len(st.tiers) > 1:
             for tier in st.tiers:
-                out.print(
-                    f"  {tier['tier']} tier: {describe_tier(tier)}", highlight=False, soft_wrap=True
-                )
-        out.print(
-            f"ranking   {describe_calibration(st.calibration)}", highlight=False, soft_wrap=True
-        )
+                out.print(f"  {tier['tier']} tier: {describe_tier(tier)}", highlight=False)
+        out.print(f"ranking   {describe_calibration(st.calibration)}", highlight=False)
         others = [f"{v['vault']} ({v['notes']} notes)" for v in st.vaults if v["vault"] != st.vault]
         if others:
-            out.print("also here " + ", ".join(others), highlight=False, soft_wrap=True)
+            out.print("also here " + ", ".join(others), highlight=False)
     raise typer.Exit(EXIT_DEGRADED if degraded else EXIT_OK)
 
 
@@ -365,7 +376,7 @@ def calibrate(
 
 
 def _print_calibration(result: dict[str, Any]) -> None:
-    say = partial(out.print, highlight=False, soft_wrap=True)  # tables must not wrap
+    say = partial(out.print, highlight=False)
     status = result.get("status")
     if status == "current":
         say("calibration is current (nothing changed since)")
@@ -421,14 +432,9 @@ def search(
     budget: Annotated[
         int | None, typer.Option("--budget", help="Token budget of the answer.")
     ] = None,
-    mode: Annotated[str, typer.Option("--mode", help="hybrid | lexical | semantic")] = "hybrid",
+    mode: Annotated[Mode, typer.Option("--mode", help="Which arms run.")] = "hybrid",
     fusion: Annotated[
-        str | None,
-        typer.Option(
-            "--fusion",
-            help="Override the calibrated fusion: auto | linear | rrf | rrf30 | interleave"
-            " | lexical | semantic",
-        ),
+        Fusion | None, typer.Option("--fusion", help="Override the calibrated fusion.")
     ] = None,
     no_graph: Annotated[bool, typer.Option("--no-graph", help="Skip the link-graph walk.")] = False,
     folder: Annotated[
@@ -480,28 +486,25 @@ def _print_result(result: Any, explain: bool) -> None:
         reason = "" if _said_once.mentioned(result.degraded_reason) else result.degraded_reason
         err.print(
             f"[yellow]⚠ mode {result.mode}[/yellow]" + (f": {reason}" if reason else ""),
-            soft_wrap=True,
         )
     for hit in result.hits:
         trail = " > ".join(hit.heading_trail)
         stale = " [yellow](changed since indexed)[/yellow]" if hit.stale else ""
-        # soft_wrap: never fold passages or citations (piped output is 80 columns wide).
         out.print(
             f"[bold cyan]{escape(hit.citation)}[/bold cyan]  {escape(trail)}{stale}",
             highlight=False,
-            soft_wrap=True,
         )
         if explain:
             ranks = ", ".join(f"{k} {v if v is not None else '-'}" for k, v in hit.ranks.items())
             out.print(f"  [dim]score {hit.score:.5f} · {ranks}[/dim]")
-        out.print(hit.text, markup=False, highlight=False, soft_wrap=True)
+        out.print(hit.text, markup=False, highlight=False)
         out.print()
     cos = "n/a" if result.best_cosine is None else f"{result.best_cosine:.2f}"
     verdict = "probably NOT in the vault" if result.likely_absent else "answer likely present"
     err.print(
         f"[dim]{len(result.hits)} passages, {result.used_tokens}/{result.budget_tokens} tokens, "
         f"mode {result.mode}, coverage {result.coverage:.0%}, best cosine {cos}: {verdict}; "
-        f"{result.took_ms:.0f} ms[/dim]"
+        f"{result.took_ms:.0f} ms[/dim]",
     )
     if explain:
         err.print(f"[dim]ranking {result.ranking} ({result.calibration})[/dim]", highlight=False)
@@ -652,11 +655,9 @@ def health(
     """Can retriever search? Exit 0 healthy, 1 degraded (works, not fully), 2 down."""
     from retriever.health_output import check, emit
 
-    try:
+    # The checker itself breaking (a bad setting, a bug) is "down", said in one line.
+    with _Edge(as_json, prefix="health check could not run: "):
         report = check(_vault(vault, vault_opt), timeout=max(0.5, timeout))
-    except Exception as exc:  # the checker itself broke: that is "down", said plainly
-        _fail(f"health check could not run: {type(exc).__name__}: {exc}", as_json)
-        return
     emit(report, as_json=as_json, quiet=quiet)
     raise typer.Exit(report.exit_code)
 
@@ -765,7 +766,6 @@ def serve(
                 f"retriever service ready on {info['socket']} (pid {info['pid']}, "
                 f"stops after {seconds:.0f} s idle; `retriever serve --stop` stops it)",
                 highlight=False,
-                soft_wrap=True,
             )
         sys.stdout.flush()
 
@@ -808,7 +808,7 @@ def _service_control(op: str, home: Path, as_json: bool) -> None:
         if as_json:
             _emit_json({"ok": True, "running": False})
         else:
-            out.print(f"no service running for {home}", highlight=False, soft_wrap=True)
+            out.print(f"no service running for {home}", highlight=False)
         return
     info = answer.get("status") or answer.get("stopping") or {}
     if as_json:
@@ -819,11 +819,10 @@ def _service_control(op: str, home: Path, as_json: bool) -> None:
         return
     shown = ("pid", "socket", "log", "uptime_seconds", "idle_seconds", "idle_timeout_seconds")
     for key in (*shown, "requests"):
-        out.print(f"{key:<22}{info.get(key)}", highlight=False, soft_wrap=True)
+        out.print(f"{key:<22}{info.get(key)}", highlight=False)
     out.print(
         f"{'vaults':<22}{', '.join(info.get('vaults') or []) or 'none yet'}",
         highlight=False,
-        soft_wrap=True,
     )
 
 
@@ -847,19 +846,28 @@ def _print_client_config(api: Any, *, http: bool, host: str, port: int, token: s
     err.print(f"[bold]health:[/bold] {report.verdict}")
     for c in report.checks:
         if c.status != "ok":
-            err.print(f"  {c.name}: {c.detail}" + (f" ({c.hint})" if c.hint else ""))
+            line = f"  {c.name}: {c.detail}" + (f" ({c.hint})" if c.hint else "")
+            err.print(line, markup=False, highlight=False)
     if http:
         url = f"http://{host}:{port}/mcp"
         err.print(f"[bold]MCP endpoint:[/bold] {url}")
         entry: dict[str, Any] = {"type": "http", "url": url}
         if token:
             entry["headers"] = {"Authorization": "Bearer <your token>"}
-        err.print("Claude Code:  claude mcp add --transport http retriever " + url, soft_wrap=True)
+        err.print("Claude Code:  claude mcp add --transport http retriever " + url)
     else:
-        entry = {"command": sys.argv[0], "args": ["mcp"], "env": server_env(api.settings)}
+        entry = {"command": _own_command(), "args": ["mcp"], "env": server_env(api.settings)}
     err.print("Cursor (.cursor/mcp.json) / Claude (.mcp.json):")
     snippet = json.dumps({"mcpServers": {"retriever": entry}}, indent=2)
-    err.print(snippet, markup=False, highlight=False, soft_wrap=True)  # wrapped JSON breaks
+    err.print(snippet, markup=False, highlight=False)  # wrapped JSON breaks
+
+
+def _own_command() -> str:
+    """This program as an absolute path: the agent starts it from its own folder."""
+    import shutil
+
+    found = shutil.which(sys.argv[0]) or sys.argv[0]
+    return str(Path(found).resolve())
 
 
 def server_env(settings: Settings) -> dict[str, str]:
@@ -927,15 +935,12 @@ def hook_post_tool(vault: VaultOpt = None) -> None:
 @db_app.command("upgrade")
 def db_upgrade(as_json: JsonOpt = False) -> None:
     """Apply database migrations up to the latest revision."""
-    from retriever.db import DatabaseError, describe_url, resolve_url, upgrade
+    from retriever.db import describe_url, resolve_url, upgrade
 
-    settings = settings_from()
-    try:
+    with _Edge(as_json, prefix="migration failed: "):
+        settings = settings_from()
         url = resolve_url(settings.database_url, settings.home, settings.resolved_vault())
         revision = upgrade(url)
-    except (DatabaseError, Exception) as exc:
-        _fail(f"migration failed: {type(exc).__name__}: {exc}", as_json)
-        return
     if as_json:
         _emit_json({"ok": True, "revision": revision, "database": describe_url(url)})
     else:
