@@ -28,7 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
+from retriever.db import revision_of
+from retriever.embed.base import InvalidVectorError, validate_vectors
 
 if TYPE_CHECKING:
     import psycopg
@@ -167,16 +168,10 @@ def _start_probe(load: Callable[[], tuple[Embedder | None, str | None]]) -> _Pro
             embedder, error = load()
             probe.embedder, probe.error = embedder, error
             if embedder is not None:
-                vectors = np.asarray(embedder.embed([PROBE_TEXT]), dtype=np.float32)
                 probe.dim = int(embedder.dimension)
-                if vectors.shape != (1, probe.dim):
-                    probe.probe_error = (
-                        f"probe vector has shape {vectors.shape}, expected (1, {probe.dim})"
-                    )
-                elif not np.isfinite(vectors).all():
-                    probe.probe_error = "probe vector contains NaN or infinity"
-                elif not np.any(vectors):
-                    probe.probe_error = "probe vector is all zeros"
+                validate_vectors(embedder.embed([PROBE_TEXT]), 1, probe.dim)
+        except InvalidVectorError as exc:
+            probe.probe_error = f"probe vector refused: {exc}"
         except Exception as exc:  # a crashing probe is a failed embedder, not a crash
             probe.probe_error = f"{type(exc).__name__}: {_first_line(exc)}"
         finally:
@@ -327,11 +322,7 @@ def _schema_check(conn: psycopg.Connection) -> Check:
 
     timer = _Timer()
     head = head_revision()
-    row = conn.execute("SELECT to_regclass('alembic_version') IS NOT NULL").fetchone()
-    current = None
-    if row and row[0]:
-        got = conn.execute("SELECT version_num FROM alembic_version").fetchone()
-        current = got[0] if got else None
+    current = revision_of(conn)
     if current is None:
         return Check(
             "schema",
@@ -429,30 +420,18 @@ def _coverage_check(
     health check's own connection.
     """
     from retriever import store
-    from retriever.scan import scan_vault
+    from retriever.index import compare_with_disk
 
     timer = _Timer()
-    settings = app.settings
-    states = {
-        r[0]: (int(r[1]), int(r[2]))
-        for r in conn.execute("SELECT path, size, mtime_ns FROM documents").fetchall()
-    }
+    states = store.load_doc_states(conn)
     last = store.get_meta(conn, "last_index")
     problems: list[str] = []
     hints: list[str] = []
     if vault_ok:
-        scan = scan_vault(
-            settings.resolved_vault(),
-            include=settings.include,
-            exclude=settings.exclude,
-            max_bytes=settings.max_file_bytes,
-        )
-        on_disk = {f.path: (f.size, f.mtime_ns) for f in scan.files}
-        changed = sum(1 for p, sig in on_disk.items() if states.get(p) != sig)
-        deleted = sum(1 for p in states if p not in on_disk)
-        indexed = len(on_disk) - changed
-        detail = f"{indexed} of {len(on_disk)} notes indexed"
-        facts.update(notes_on_disk=len(on_disk), notes_changed=changed, notes_deleted=deleted)
+        on_disk, changed_files, deleted_paths = compare_with_disk(states, app.settings)
+        changed, deleted = len(changed_files), len(deleted_paths)
+        detail = f"{on_disk - changed} of {on_disk} notes indexed"
+        facts.update(notes_on_disk=on_disk, notes_changed=changed, notes_deleted=deleted)
         if not on_disk:
             problems.append("the vault has no markdown notes")
             hints.append("check RETRIEVER_VAULT points at your notes")
