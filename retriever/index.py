@@ -20,7 +20,7 @@ import signal
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from itertools import islice
@@ -50,7 +50,7 @@ from retriever.prepare import (
     run_jobs,
 )
 from retriever.redact import REDACTOR_VERSION
-from retriever.scan import FileInfo, scan_vault
+from retriever.scan import FileInfo, ScanReport, scan_vault
 
 log = logging.getLogger(__name__)
 
@@ -255,8 +255,8 @@ def index_vault(
                     if tiers is not None
                     else [TierJob("primary", embedder, embed_error)]
                 )
-                _run(db, settings, vault, report, jobs, full, progress, halt,
-                     allow_full, embed_limit, force)  # fmt: skip
+                run = _Run(db, settings, vault, report, jobs, progress, halt, embed_limit)
+                _run(run, full, allow_full, force)
         finally:
             lock_conn.execute("SELECT pg_advisory_unlock(%s)", (INDEX_LOCK_KEY,))
             lock_conn.autocommit = False
@@ -264,36 +264,57 @@ def index_vault(
     return report
 
 
-def _run(
-    db: Database,
-    settings: Settings,
-    vault: Path,
-    report: IndexReport,
-    tiers: list[TierJob],
-    full: bool,
-    progress: ProgressFn | None,
-    halt: threading.Event,
-    allow_full: bool = True,
-    embed_limit: int | None = None,
-    force: bool = False,
-) -> None:
-    clock = time.perf_counter()
+@dataclass
+class _Run:
+    """One index run: what it works on, what it reports, and its phase clock."""
 
-    def lap(name: str) -> None:
-        nonlocal clock
+    db: Database
+    settings: Settings
+    vault: Path
+    report: IndexReport
+    tiers: list[TierJob]
+    progress: ProgressFn | None
+    halt: threading.Event
+    embed_limit: int | None
+    clock: float = field(default_factory=time.perf_counter)
+
+    def lap(self, name: str) -> None:
         now = time.perf_counter()
-        report.phases[name] = round(report.phases.get(name, 0.0) + now - clock, 3)
-        clock = now
+        phases = self.report.phases
+        phases[name] = round(phases.get(name, 0.0) + now - self.clock, 3)
+        self.clock = now
 
-    scan = scan_vault(
-        vault, include=settings.include, exclude=settings.exclude, max_bytes=settings.max_file_bytes
-    )
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a run changes: notes to prepare, paths gone, and how to write them."""
+
+    jobs: list[PrepareJob]
+    deleted: list[str]
+    structure_changed: bool  # notes added or removed: any link's target may move
+    bulk: bool  # a first full load: indexes built once after it
+
+
+def _run(run: _Run, full: bool, allow_full: bool = True, force: bool = False) -> None:
+    plan = _plan(run, full, allow_full, force)
+    if plan is None:
+        return
+    with run.db.connection() as conn:
+        written, resolve_all = _apply(run, conn, plan)
+        _record(run, conn, plan, written, resolve_all)
+        _embed_into_report(run, conn)
+    run.report.interrupted = run.halt.is_set()
+
+
+def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
+    """Compare the vault with the index; None when the run must not go on (said why)."""
+    report, settings = run.report, run.settings
+    scan = _scan(settings)
     report.skipped = scan.skipped_too_large + scan.skipped_escaping_links
     for rel in scan.skipped_too_large:
         report.warnings.append(f"{rel}: skipped, over {settings.max_file_bytes} bytes")
     report.files_seen = len(scan.files)
-
-    with db.connection() as conn:
+    with run.db.connection() as conn:
         states = store.load_doc_states(conn)
         version = store.get_meta(conn, "pipeline_version")
         last = store.get_meta(conn, "last_index")
@@ -301,80 +322,99 @@ def _run(
     if version != PIPELINE_VERSION and states:
         if not allow_full:
             report.warnings.append("the indexing pipeline changed: run `retriever index`")
-            return
-        full = True  # chunking/normalisation/redaction changed: re-derive everything
-        report.full = True
-
-    on_disk = {f.path: f for f in scan.files}
-    deleted = sorted(set(states) - set(on_disk))
+            return None
+        full = report.full = True  # chunking/normalisation/redaction changed: re-derive all
+    deleted = sorted(set(states) - {f.path for f in scan.files})
     indexed_vault = last.get("vault") if isinstance(last, dict) else None
-    refusal = None if force else wipe_refusal(vault, indexed_vault, len(states), len(deleted))
+    refusal = None if force else wipe_refusal(run.vault, indexed_vault, len(states), len(deleted))
     if refusal:
         report.errors.append(refusal)
         report.refused = refusal
-        return
-    jobs: list[PrepareJob] = []
-    for info in scan.files:
-        old = states.get(info.path)
-        if full or old is None or (old.size, old.mtime_ns) != (info.size, info.mtime_ns):
-            known = None if (full or old is None) else old.sha256
-            jobs.append(PrepareJob(str(vault), info.path, settings.chunk_min_chars,
-                                   settings.chunk_max_chars, known))  # fmt: skip
-    report.files_unchanged = report.files_seen - len(jobs)
+        return None
+    todo = [
+        _job(run, f, None if full else states.get(f.path))
+        for f in scan.files
+        if full or _differs(states.get(f.path), f)
+    ]
+    report.files_unchanged = report.files_seen - len(todo)
+    added = any(j.path not in states for j in todo)
+    return _Plan(todo, deleted, bool(deleted) or added, not states and len(todo) >= BULK_THRESHOLD)
 
-    structure_changed = bool(deleted) or any(j.path not in states for j in jobs)
-    bulk = not states and len(jobs) >= BULK_THRESHOLD
-    with db.connection() as conn:
-        if store.bulk_pending(conn):  # a bulk load died: its indexes and counts come back
-            store.finish_bulk(conn)
-        # A run that died after writing notes left this set: its links need resolving.
-        resolve_all = structure_changed or bool(store.get_meta(conn, "links_pending", False))
-        conn.commit()
-        if bulk:
-            store.begin_bulk(conn)
-        if deleted:
-            with conn.transaction():
-                report.chunks_removed += store.delete_documents(conn, deleted)
-                store.set_meta(conn, "links_pending", True)
-            report.files_deleted = len(deleted)
-        lap("scan")
-        written, aliases_changed = _write_changes(conn, jobs, report, progress, halt, bulk)
-        lap("prepare_write")
-        if bulk:
-            store.finish_bulk(conn)
-            lap("bulk_indexes")
-        if not halt.is_set() and (resolve_all or aliases_changed or written):
-            # Renames, deletions and alias edits can change any link's target; an edit
-            # alone only changes the edited notes' own links.
-            _resolve_links(conn, report, None if resolve_all or aliases_changed else written)
-        if bulk:
-            # Every lexicon and links row was updated once (counts, targets): rewrite both
-            # without the dead versions, and give the planner statistics for the new data.
-            store.compact(conn, ["links", "lexicon"])
-            conn.execute("ANALYZE chunks, passages, documents")
-            conn.commit()
-        lap("links")
+
+def _job(run: _Run, found: FileInfo, old: store.DocState | None) -> PrepareJob:
+    """The prepare job of one note; a known hash lets an untouched body skip re-chunking."""
+    known = old.sha256 if old is not None else None
+    chunking = (run.settings.chunk_min_chars, run.settings.chunk_max_chars)
+    return PrepareJob(str(run.vault), found.path, *chunking, known)
+
+
+def _apply(run: _Run, conn: psycopg.Connection, plan: _Plan) -> tuple[list[str], bool]:
+    """Delete, prepare and write, resolve links; returns (paths written, links all redone)."""
+    report = run.report
+    if store.bulk_pending(conn):  # a bulk load died: its indexes and counts come back
+        store.finish_bulk(conn)
+    # A run that died after writing notes left this set: its links need resolving.
+    resolve_all = plan.structure_changed or bool(store.get_meta(conn, "links_pending", False))
+    conn.commit()
+    if plan.bulk:
+        store.begin_bulk(conn)
+    if plan.deleted:
         with conn.transaction():
-            if written or deleted or resolve_all:  # only then can a passage be orphaned
-                report.passages_collected = store.gc_passages(conn)
-            if not halt.is_set():
-                store.set_meta(conn, "pipeline_version", PIPELINE_VERSION)
-            store.set_meta(conn, "last_index", {"at": time.time(), "vault": str(vault)})
-            note_vault_change(conn, report.files_changed + report.files_deleted)
+            report.chunks_removed += store.delete_documents(conn, plan.deleted)
+            store.set_meta(conn, "links_pending", True)
+        report.files_deleted = len(plan.deleted)
+    run.lap("scan")
+    written, aliases_changed = _write_changes(
+        conn, plan.jobs, report, run.progress, run.halt, plan.bulk
+    )
+    run.lap("prepare_write")
+    if plan.bulk:
+        store.finish_bulk(conn)
+        run.lap("bulk_indexes")
+    if not run.halt.is_set() and (resolve_all or aliases_changed or written):
+        # Renames, deletions and alias edits can change any link's target; an edit
+        # alone only changes the edited notes' own links.
+        _resolve_links(conn, report, None if resolve_all or aliases_changed else written)
+    if plan.bulk:
+        # Every lexicon and links row was updated once (counts, targets): rewrite both
+        # without the dead versions, and give the planner statistics for the new data.
+        store.compact(conn, ["links", "lexicon"])
+        conn.execute("ANALYZE chunks, passages, documents")
         conn.commit()
-        lap("gc")
+    run.lap("links")
+    return written, resolve_all
 
-        report.tiers = _embed_tiers(conn, tiers, report, progress, halt, settings, embed_limit)
-        primary = report.tiers[0]
-        # The model that embedded this run (None when it could not load; the tier says
-        # which model is configured).
-        report.model = primary.model if tiers and tiers[0].embedder is not None else None
-        report.embed_error = primary.error
-        report.passages_embedded, report.passages_pending = primary.embedded, primary.pending
-        report.vectors_refused = primary.refused
-        conn.commit()
-        lap("embed")
-    report.interrupted = halt.is_set()
+
+def _record(
+    run: _Run, conn: psycopg.Connection, plan: _Plan, written: list[str], resolve_all: bool
+) -> None:
+    """Drop orphaned passages and record the run (pipeline version, vault, drift)."""
+    report = run.report
+    with conn.transaction():
+        if written or plan.deleted or resolve_all:  # only then can a passage be orphaned
+            report.passages_collected = store.gc_passages(conn)
+        if not run.halt.is_set():
+            store.set_meta(conn, "pipeline_version", PIPELINE_VERSION)
+        store.set_meta(conn, "last_index", {"at": time.time(), "vault": str(run.vault)})
+        note_vault_change(conn, report.files_changed + report.files_deleted)
+    conn.commit()
+    run.lap("gc")
+
+
+def _embed_into_report(run: _Run, conn: psycopg.Connection) -> None:
+    report, tiers = run.report, run.tiers
+    report.tiers = _embed_tiers(
+        conn, tiers, report, run.progress, run.halt, run.settings, run.embed_limit
+    )
+    primary = report.tiers[0]
+    # The model that embedded this run (None when it could not load; the tier says
+    # which model is configured).
+    report.model = primary.model if tiers and tiers[0].embedder is not None else None
+    report.embed_error = primary.error
+    report.passages_embedded, report.passages_pending = primary.embedded, primary.pending
+    report.vectors_refused = primary.refused
+    conn.commit()
+    run.lap("embed")
 
 
 def _embed_tiers(
@@ -388,11 +428,7 @@ def _embed_tiers(
 ) -> list[TierReport]:
     """Fill every tier that has an embedder. The last tier (the cheap static one) goes
     first, so search has complete vectors within seconds while the primary fills."""
-    out = {
-        job.tier: TierReport(job.tier, job.embedder.model_id if job.embedder else job.setting,
-                             error=job.error)
-        for job in tiers
-    }  # fmt: skip
+    out = {job.tier: _tier_report(job) for job in tiers}
     for job in reversed(tiers):
         tier, started = out[job.tier], time.perf_counter()
         if job.embedder is not None and not halt.is_set():
@@ -408,6 +444,12 @@ def _embed_tiers(
         tier.seconds = round(time.perf_counter() - started, 3)
         conn.commit()
     return [out[job.tier] for job in tiers]
+
+
+def _tier_report(job: TierJob) -> TierReport:
+    """A tier's report before its run: the model it loaded (or the one configured)."""
+    model = job.embedder.model_id if job.embedder else job.setting
+    return TierReport(job.tier, model, error=job.error)
 
 
 def _write_changes(
@@ -530,9 +572,8 @@ def _embed_pending(
         model = store.ensure_model(
             conn, embedder.fingerprint, embedder.model_id, embedder.dimension
         )
-        store.set_meta(conn, "model", {"fingerprint": embedder.fingerprint,
-                                       "model_id": embedder.model_id,
-                                       "dim": embedder.dimension})  # fmt: skip
+        about = {"fingerprint": embedder.fingerprint, "model_id": embedder.model_id}
+        store.set_meta(conn, "model", {**about, "dim": embedder.dimension})
     pending = store.pending_hashes(conn, model)
     conn.commit()
     total = len(pending)
@@ -632,14 +673,30 @@ def _ensure_vector_index(conn: psycopg.Connection, model: int, dim: int) -> None
 
 def changed_files(db: Database, settings: Settings) -> tuple[int, list[FileInfo], list[str]]:
     """(notes on disk, files whose size/mtime differ from the index, indexed paths gone)."""
-    scan = scan_vault(settings.resolved_vault(), include=settings.include,
-                      exclude=settings.exclude, max_bytes=settings.max_file_bytes)  # fmt: skip
     with db.connection() as conn:
         states = store.load_doc_states(conn)
         conn.commit()
-    changed = [
-        f for f in scan.files
-        if (s := states.get(f.path)) is None or (s.size, s.mtime_ns) != (f.size, f.mtime_ns)
-    ]  # fmt: skip
+    return compare_with_disk(states, settings)
+
+
+def compare_with_disk(
+    states: Mapping[str, store.DocState], settings: Settings
+) -> tuple[int, list[FileInfo], list[str]]:
+    """The vault on disk against the indexed states (size and mtime per file)."""
+    scan = _scan(settings)
+    changed = [f for f in scan.files if _differs(states.get(f.path), f)]
     deleted = sorted(set(states) - {f.path for f in scan.files})
     return len(scan.files), changed, deleted
+
+
+def _scan(settings: Settings) -> ScanReport:
+    return scan_vault(
+        settings.resolved_vault(),
+        include=settings.include,
+        exclude=settings.exclude,
+        max_bytes=settings.max_file_bytes,
+    )
+
+
+def _differs(state: store.DocState | None, found: FileInfo) -> bool:
+    return state is None or (state.size, state.mtime_ns) != (found.size, found.mtime_ns)
