@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import secrets
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,9 +39,33 @@ def test_lines_that_matter_survive_and_output_shrinks_90_percent(output: ToolOut
     assert "dropped" in extract.text.splitlines()[-1]
 
 
-@pytest.mark.parametrize("output", FIXTURES, ids=[o.name for o in FIXTURES])
-def test_extract_is_byte_stable(output: ToolOutput) -> None:
-    assert _extract(output) == _extract(output)
+_PRINT_EXTRACTS = """
+import json
+from retriever.compress import compress
+from tests.tool_outputs import all_outputs
+print(json.dumps([
+    compress(o.text, o.task, context=" ".join(o.tool_input.values())).text
+    for o in all_outputs()
+]))
+"""
+
+
+def test_extract_is_byte_stable_across_processes_and_hash_seeds() -> None:
+    """Set and dict order must not leak into the extract: two interpreters with different
+    string-hash seeds produce the same bytes as this one."""
+    here = [_extract(o) for o in FIXTURES]
+    root = Path(__file__).resolve().parent.parent
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        run = subprocess.run(
+            [sys.executable, "-c", _PRINT_EXTRACTS],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            env=env,
+            check=True,
+        )
+        assert json.loads(run.stdout) == here
 
 
 def test_lines_keep_their_numbers_in_original_order() -> None:

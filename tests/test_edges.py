@@ -199,6 +199,8 @@ def test_print_config_carries_every_non_default_setting(
     assert env["RETRIEVER_HOME"] == str(app.settings.home.resolve())
     assert env["RETRIEVER_EMBED_MODEL"] == str(model_dir.resolve())
     assert env["RETRIEVER_VAULT"] == str(small_vault.resolve())
+    command = Path(snippet["mcpServers"]["retriever"]["command"])
+    assert command.is_absolute() and command.exists()  # the agent starts it from elsewhere
     assert env["DATABASE_URL"] == app.settings.database_url  # set explicitly: needed to connect
     assert env["RETRIEVER_CALIBRATE"] == "false" and env["RETRIEVER_BUDGET_TOKENS"] == "900"
     assert "RETRIEVER_BM25_K1" not in env  # defaults stay out of the snippet
@@ -314,3 +316,74 @@ def test_a_busy_mcp_port_fails_before_any_url_is_printed(tmp_path: Path, db_url:
     assert done.returncode == 2
     assert f"port {port} on 127.0.0.1 is in use" in done.stderr
     assert "/mcp" not in done.stdout + done.stderr.replace("--port", "")
+
+
+# ----------------------------------------------------------------- 9: bad settings, no database
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["db", "upgrade"], ["health", "--json"], ["search", "restic"], ["status", "--json"]],
+    ids=["db-upgrade", "health", "search", "status"],
+)
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("RETRIEVER_BM25_K1", "abc"), ("RETRIEVER_FUSION", "bogus")],
+    ids=["number", "choice"],
+)
+def test_a_bad_setting_is_one_line_naming_it(
+    small_vault: Path, db_url: str, tmp_path: Path, args: list[str], name: str, value: str
+) -> None:
+    env = {**_cli_env(db_url, tmp_path), name: value, "RETRIEVER_VAULT": str(small_vault)}
+    done = _run([*args], env)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    said = json.loads(done.stdout)["error"] if "--json" in args else done.stderr.strip()
+    assert f"bad setting {name}='{value}'" in said
+    assert "\n" not in said
+
+
+def test_an_unreachable_database_is_one_line_with_a_hint_and_no_password(
+    small_vault: Path, tmp_path: Path
+) -> None:
+    url = "postgresql://alice:s3cret-pw@127.0.0.1:1/nowhere"  # nothing listens on port 1
+    env = {**_cli_env(url, tmp_path), "RETRIEVER_VAULT": str(small_vault)}
+    for args in (["status"], ["db", "upgrade"]):
+        done = _run(args, env)
+        assert done.returncode == 2, args
+        said = done.stderr.strip()
+        assert len(said.splitlines()) == 1, said
+        assert "cannot connect to postgresql://alice@127.0.0.1:1/nowhere" in said
+        assert "retriever health" in said and "DATABASE_URL" in said  # what to do next
+        assert "s3cret-pw" not in done.stdout + done.stderr
+    # Search still answers, from the files, and says why.
+    found = _run(["search", "--json", "restic retention"], env)
+    data = json.loads(found.stdout)
+    assert found.returncode == 1 and data["mode"] == "files"
+    assert "cannot connect" in data["degraded_reason"] and data["hits"]
+
+
+def test_pool_timeout_is_unavailable_with_the_hint(db_url: str) -> None:
+    from retriever.db import Database, DatabaseError
+
+    db = Database(db_url, max_size=1, timeout=0.5)
+    try:
+        with (
+            db.connection(),  # the only connection is held: the next one times out
+            pytest.raises(DatabaseError, match="retriever health"),
+            db.connection(),
+        ):
+            pass
+    finally:
+        db.close()
+
+
+def test_an_unknown_fusion_flag_is_refused_before_anything_runs(
+    small_vault: Path, db_url: str, tmp_path: Path
+) -> None:
+    done = _run(
+        ["search", "--vault", str(small_vault), "--fusion", "bogus", "restic"],
+        _cli_env(db_url, tmp_path),
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert "'bogus' is not one of" in done.stderr and "'linear'" in done.stderr
