@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 Status = Literal["ok", "warn", "fail"]
 Verdict = Literal["healthy", "degraded", "down"]
+SearchMode = Literal["hybrid", "lexical", "files", "none"]
 EXIT_CODES: dict[str, int] = {"healthy": 0, "degraded": 1, "down": 2}
 # Common words, so that even a small-vocabulary static model gives a non-zero vector.
 PROBE_TEXT = "retriever health probe: search the notes"
@@ -72,7 +73,7 @@ class Check:
 @dataclass(slots=True)
 class HealthReport:
     checks: list[Check]
-    search_mode: Literal["hybrid", "lexical", "files", "none"]
+    search_mode: SearchMode
     seconds: float = 0.0
     facts: dict[str, Any] = field(default_factory=dict)
 
@@ -650,79 +651,96 @@ def run_health(
 ) -> HealthReport:
     """Run every check; ``timeout`` bounds the database connection and the embedder probe."""
     started = time.perf_counter()
+
+    def remaining() -> float:
+        return max(0.1, timeout - (time.perf_counter() - started))
+
     facts: dict[str, Any] = {}
     # The embedders load while the database is checked: they are independent.
     probes = _tier_probes(app, retry_embedder)
     probe = probes[app.tiers.primary.name]
-    checks: list[Check] = []
-
-    vault = app.settings.resolved_vault()
-    vault_ok = vault.is_dir()
-    checks.append(
-        Check("vault", "ok", f"{vault} is readable")
-        if vault_ok
-        else Check(
-            "vault",
-            "fail",
-            f"vault folder not found: {vault}",
-            "set RETRIEVER_VAULT or pass --vault; search still serves the existing index",
-        )
-    )
-
+    vault_ok = app.settings.resolved_vault().is_dir()
+    checks = [_vault_check(app)]
     conn, db_check = _connect(app, timeout)
     checks.append(db_check)
-    schema_ok = False
-    if conn is not None:
-        ext = _safely("extensions", lambda: _extensions_check(conn), critical=True)
-        checks.append(ext)
-        schema = _safely("schema", lambda: _schema_check(conn), critical=True)
-        checks.append(schema)
-        schema_ok = ext.status == "ok" and schema.status == "ok"
-    else:
-        for name in ("extensions", "schema"):
-            checks.append(
-                Check(name, "fail", "not checked: the database is unreachable", critical=True)
-            )
-
-    emb_check = _embedder_check(app, probe, max(0.1, timeout - (time.perf_counter() - started)))
-    checks.append(emb_check)
-    embedder = probe.embedder if emb_check.status == "ok" else None
-
     has_vectors = False
     try:
+        schema_checks, schema_ok = _schema_checks(conn)
+        checks += schema_checks
+        emb_check = _embedder_check(app, probe, remaining())
+        checks.append(emb_check)
+        embedder = probe.embedder if emb_check.status == "ok" else None
         if conn is not None and schema_ok:
-            tiers, has_vectors = _tiers_check(
-                app, conn, probes, max(0.1, timeout - (time.perf_counter() - started)), facts
+            index_checks, has_vectors = _index_checks(
+                app, conn, probes, embedder, remaining(), vault_ok, facts
             )
-            checks.append(tiers)
-            model_holder: list[int | None] = [None]
-
-            def model() -> Check:
-                check, model_holder[0] = _model_check(conn, embedder, facts)
-                return check
-
-            checks.append(_safely("model", model))
-            checks.append(
-                _safely(
-                    "index", lambda: _coverage_check(app, conn, model_holder[0], vault_ok, facts)
-                )
-            )
-            checks.append(_safely("ranking", lambda: _ranking_check(conn, embedder, facts)))
-            checks.append(_safely("language", lambda: _language_check(app, conn, facts)))
+            checks += index_checks
         else:
             why = "the database is unreachable" if conn is None else "the schema is not usable"
-            checks.append(Check("model", "fail", f"not checked: {why}"))
-            checks.append(Check("index", "fail", f"not checked: {why}"))
+            checks += [Check(name, "fail", f"not checked: {why}") for name in ("model", "index")]
     finally:
         if conn is not None:
             conn.close()
-
     report = HealthReport(checks=checks, search_mode="hybrid", facts=facts)
-    if conn is None and vault_ok:
-        report.search_mode = "files"  # the search path without a database
-    elif report.verdict == "down":
-        report.search_mode = "none"
-    elif not has_vectors:
-        report.search_mode = "lexical"
+    report.search_mode = _search_mode(report, conn is not None, vault_ok, has_vectors)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _vault_check(app: Retriever) -> Check:
+    vault = app.settings.resolved_vault()
+    if vault.is_dir():
+        return Check("vault", "ok", f"{vault} is readable")
+    return Check(
+        "vault",
+        "fail",
+        f"vault folder not found: {vault}",
+        "set RETRIEVER_VAULT or pass --vault; search still serves the existing index",
+    )
+
+
+def _schema_checks(conn: psycopg.Connection | None) -> tuple[list[Check], bool]:
+    """The extensions and schema checks, and whether both passed."""
+    if conn is None:
+        why = "not checked: the database is unreachable"
+        return [Check(name, "fail", why, critical=True) for name in ("extensions", "schema")], False
+    ext = _safely("extensions", lambda: _extensions_check(conn), critical=True)
+    schema = _safely("schema", lambda: _schema_check(conn), critical=True)
+    return [ext, schema], ext.status == "ok" and schema.status == "ok"
+
+
+def _index_checks(
+    app: Retriever,
+    conn: psycopg.Connection,
+    probes: dict[str, _Probe],
+    embedder: Embedder | None,
+    timeout: float,
+    vault_ok: bool,
+    facts: dict[str, Any],
+) -> tuple[list[Check], bool]:
+    """Tiers, model, index coverage, ranking and language; and whether vectors exist."""
+    tiers, has_vectors = _tiers_check(app, conn, probes, timeout, facts)
+    model_id: list[int | None] = [None]
+
+    def model() -> Check:
+        check, model_id[0] = _model_check(conn, embedder, facts)
+        return check
+
+    checks = [tiers, _safely("model", model)]
+    checks.append(
+        _safely("index", lambda: _coverage_check(app, conn, model_id[0], vault_ok, facts))
+    )
+    checks.append(_safely("ranking", lambda: _ranking_check(conn, embedder, facts)))
+    checks.append(_safely("language", lambda: _language_check(app, conn, facts)))
+    return checks, has_vectors
+
+
+def _search_mode(
+    report: HealthReport, db_up: bool, vault_ok: bool, has_vectors: bool
+) -> SearchMode:
+    """What a search would do now: hybrid, lexical, files (no database) or none."""
+    if not db_up and vault_ok:
+        return "files"  # the search path without a database
+    if report.verdict == "down":
+        return "none"
+    return "hybrid" if has_vectors else "lexical"
