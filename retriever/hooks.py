@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from retriever.hook_state import remember_prompt
 from retriever.redact import redact
 
 if TYPE_CHECKING:
@@ -251,8 +252,6 @@ def run_prompt_hook(
     app = None
     try:
         app = _app(vault)
-        from retriever.tool_hooks import remember_prompt
-
         remember_prompt(app.settings, event.get("session_id"), prompt)  # for post-tool
         text = prompt_context(app, prompt, budget_tokens=budget_tokens)
     except Exception as exc:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from pydantic import Field
 
-from retriever import hooks, notes, tool_hooks
+from retriever import hook_state, hooks, notes, tool_hooks
 from retriever.budget import estimate_tokens
 from retriever.compress import compress as compress_text
 from retriever.config import env_flag
@@ -716,7 +716,7 @@ def _repeated(app: Retriever, session_id: str | None, key: str, query: str) -> b
         return False
     sid = _check_text(session_id, "session_id")
     try:
-        folder = tool_hooks.state_dir(app.settings)
+        folder = hook_state.state_dir(app.settings)
     except OSError:
         return False
     return tool_hooks.is_repeat(folder, sid, key, query)
@@ -734,7 +734,7 @@ def _compress(
     size = len(text.encode("utf-8", errors="replace")) if isinstance(text, str) else -1
     if size < 0 or size > MAX_COMPRESS_BYTES:
         raise _bad(f"text must be a string of at most {MAX_COMPRESS_BYTES // 1_000_000} MB")
-    goal = _check_text(task, "task", tool_hooks.MAX_TASK_CHARS) or ""
+    goal = _check_text(task, "task", hook_state.MAX_TASK_CHARS) or ""
     budget = _hook_budget(budget_tokens)
     if _check_hook_event(hook_event, "PostToolUse"):
         return _compress_hook(app, text, goal, budget, tool_name, session_id)
@@ -761,7 +761,7 @@ def _compress_hook(
     if not task and session_id:
         sid = _check_text(session_id, "session_id") or ""
         with contextlib.suppress(OSError):
-            saved = tool_hooks.load_state(tool_hooks.state_dir(app.settings), sid)
+            saved = hook_state.load_state(hook_state.state_dir(app.settings), sid)
             task = str(saved.get("prompt") or "")
     return tool_hooks.compress_output(
         name, text, task, "", threshold=app.settings.hook_compress_threshold, budget_tokens=budget

@@ -13,20 +13,18 @@ the last tool target (the same file twice in a row injects nothing) and the last
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import re
 import shlex
 import sys
-import tempfile
-import time
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
 from retriever.compress import compress
+from retriever.hook_state import MAX_TASK_CHARS, load_state, save_state, state_dir
 from retriever.hooks import MAX_CONTEXT_CHARS, _cap, cited_block, hook_output, read_hook_input
 from retriever.redact import redact
 
@@ -42,9 +40,7 @@ PRE_TOOL_MIN_COVERAGE = 0.66
 MAX_QUERY_WORDS = 12
 TINY_FILE_BYTES = 4_096
 RECENT_QUERIES = 16
-STATE_MAX_AGE_S = 3 * 24 * 3600
 TRANSCRIPT_TAIL_BYTES = 256_000
-MAX_TASK_CHARS = 2_000
 
 # Commands that never need the vault (and cat/head/tail of tiny files).
 _TRIVIAL_PROGRAMS = frozenset(
@@ -186,64 +182,6 @@ def tool_query(
     if not words or not any(len(w) >= 4 for w in words):
         return None
     return key, " ".join(words)
-
-
-# --------------------------------------------------------------------------- session state
-
-
-def state_dir(settings: Settings | None) -> Path:
-    """RETRIEVER_HOME/hook-state when writable, else a per-user folder in the temp dir."""
-    candidates = [settings.home / "hook-state"] if settings is not None else []
-    candidates.append(Path(tempfile.gettempdir()) / f"retriever-hook-state-{os.getuid()}")
-    for folder in candidates:
-        try:
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if os.access(folder, os.W_OK):
-                return folder
-        except OSError:
-            continue
-    raise OSError("no writable folder for the hook state")
-
-
-def _state_file(folder: Path, session_id: str) -> Path:
-    digest = hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()[:24]
-    return folder / f"{digest}.json"
-
-
-def load_state(folder: Path, session_id: str) -> dict[str, Any]:
-    try:
-        data = json.loads(_state_file(folder, session_id).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def save_state(folder: Path, session_id: str, state: dict[str, Any]) -> None:
-    """Atomic write (hooks of one session may run in parallel); old sessions pruned."""
-    target = _state_file(folder, session_id)
-    tmp = target.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(state, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, target)
-    cutoff = time.time() - STATE_MAX_AGE_S
-    for old in folder.glob("*.json"):
-        try:
-            if old.stat().st_mtime < cutoff:
-                old.unlink()
-        except OSError:
-            continue
-
-
-def remember_prompt(settings: Settings, session_id: object, prompt: str) -> None:
-    """Called by the prompt hook: the post-tool hook scores output against this prompt."""
-    if not isinstance(session_id, str) or not session_id:
-        return
-    try:
-        folder = state_dir(settings)
-        state = load_state(folder, session_id)
-        state["prompt"] = prompt[:MAX_TASK_CHARS]
-        save_state(folder, session_id, state)
-    except OSError as exc:
-        log.info("hook state not saved: %s", type(exc).__name__)
 
 
 # --------------------------------------------------------------------------- PreToolUse

@@ -9,16 +9,9 @@ from pathlib import Path
 import pytest
 
 from retriever.app import Retriever
+from retriever.hook_state import load_state, remember_prompt, state_dir
 from retriever.hooks import MAX_CONTEXT_CHARS, prompt_context
-from retriever.tool_hooks import (
-    is_repeat,
-    load_state,
-    remember_prompt,
-    run_pre_tool_hook,
-    state_dir,
-    tool_context,
-    tool_query,
-)
+from retriever.tool_hooks import is_repeat, run_pre_tool_hook, tool_context, tool_query
 
 
 @pytest.mark.parametrize(
