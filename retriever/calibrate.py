@@ -495,8 +495,7 @@ def calibrate(
         common_headings=common,
         rarity=_rarity(conn, notes),
     )
-    halves = [sum(q.split == s for q in queries) for s in ("choose", "report")]
-    few = len(queries) < MIN_QUERIES or min(halves) < MIN_QUERIES // 4
+    few = _too_few_to_choose(queries)
     if few and sum(q.kind != "title" for q in queries) < 2 * MIN_ABSENCE_QUERIES:
         return _too_small(
             conn, key, n_docs, f"the notes give only {len(queries)} usable pseudo-queries"
@@ -506,30 +505,16 @@ def calibrate(
     walk = CachedWalk(searcher.walker(conn, Scope("", {})))
     split = {s: [i for i, q in enumerate(queries) if q.split == s] for s in ("choose", "report")}
     gathered = time.perf_counter() - started
-    lexical = Chooser(
-        Workbench(queries, [_lexical_only(a) for a in arms], searcher.titles.first_chunk, walk),
-        split["choose"],
-        split["report"],
-    )
-    lex_ranking = DEFAULT_RANKING if few else choose_ranking(lexical, hybrid=False)
+
+    def chooser(arm_lists: list[Arms]) -> Chooser:
+        bench = Workbench(queries, arm_lists, searcher.titles.first_chunk, walk)
+        return Chooser(bench, split["choose"], split["report"])
+
     limits = {"coverage": absent_coverage, "quantile": absent_quantile}
+    base = _base_report(conn, n_docs, queries, split, few)
+    lexical = chooser([_lexical_only(a) for a in arms])
+    lex_ranking = DEFAULT_RANKING if few else choose_ranking(lexical, hybrid=False)
     lex_absence = fit_absence(conn, lexical, lex_ranking, semantic=False, **limits)
-    generation = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()
-    base = {
-        "status": "calibrated",
-        "notes": n_docs,
-        "queries": len(queries),
-        "vault_generation": (generation[0] or {}).get("at") if generation else None,
-        "kinds": dict(Counter(q.kind for q in queries)),
-        "choose": len(split["choose"]),
-        "report": len(split["report"]),
-        "ranking_source": (
-            f"default: {len(queries)} pseudo-queries are too few to choose "
-            "a ranking (absence thresholds are still calibrated)"
-        )
-        if few
-        else "pseudo-queries",
-    }
     results = {
         LEXICAL_KEY: {
             **base,
@@ -538,31 +523,64 @@ def calibrate(
         }
     }
     if model is not None and embedder is not None:
-        hybrid = Chooser(
-            Workbench(queries, arms, searcher.titles.first_chunk, walk),
-            split["choose"],
-            split["report"],
-        )
-        pseudo_best = DEFAULT_RANKING if few else choose_ranking(hybrid, hybrid=True)
-        ranking = DEFAULT_RANKING if few else corrected(pseudo_best)
-        results[embedder.fingerprint] = {
-            **base,
-            "model": embedder.model_id,
-            **_summary(hybrid, pseudo_best, ranking),
-            "absence": _present(
-                {
-                    "hybrid": fit_absence(conn, hybrid, ranking, semantic=True, **limits),
-                    "lexical": lex_absence,
-                }
-            ),
-        }
-    seconds = round(time.perf_counter() - started, 2)
-    stored = [q.to_dict() for q in queries]
+        hybrid = _hybrid_result(conn, chooser(arms), few, lex_absence, limits)
+        results[embedder.fingerprint] = {**base, "model": embedder.model_id, **hybrid}
+    seconds = {"total": round(time.perf_counter() - started, 2), "arms": round(gathered, 2)}
     for row_key, result in results.items():
-        result["seconds"] = {"total": seconds, "arms": round(gathered, 2)}
-        save(conn, row_key, n_docs, stored, result)
-    log.info("calibrated on %d pseudo-queries in %.1fs", len(queries), seconds)
-    return results[key]
+        save(conn, row_key, n_docs, [q.to_dict() for q in queries], {**result, "seconds": seconds})
+    log.info("calibrated on %d pseudo-queries in %.1fs", len(queries), seconds["total"])
+    return {**results[key], "seconds": seconds}
+
+
+def _too_few_to_choose(queries: Sequence[PseudoQuery]) -> bool:
+    """Too few pseudo-queries (overall, or in either half) to choose a ranking on."""
+    halves = [sum(q.split == s for q in queries) for s in ("choose", "report")]
+    return len(queries) < MIN_QUERIES or min(halves) < MIN_QUERIES // 4
+
+
+def _base_report(
+    conn: psycopg.Connection,
+    n_docs: int,
+    queries: Sequence[PseudoQuery],
+    split: dict[str, list[int]],
+    few: bool,
+) -> dict[str, Any]:
+    """What a calibration ran on: the notes, the pseudo-queries and their split."""
+    generation = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()
+    source = (
+        f"default: {len(queries)} pseudo-queries are too few to choose "
+        "a ranking (absence thresholds are still calibrated)"
+        if few
+        else "pseudo-queries"
+    )
+    return {
+        "status": "calibrated",
+        "notes": n_docs,
+        "queries": len(queries),
+        "vault_generation": (generation[0] or {}).get("at") if generation else None,
+        "kinds": dict(Counter(q.kind for q in queries)),
+        "choose": len(split["choose"]),
+        "report": len(split["report"]),
+        "ranking_source": source,
+    }
+
+
+def _hybrid_result(
+    conn: psycopg.Connection,
+    hybrid: Chooser,
+    few: bool,
+    lex_absence: dict[str, Any] | None,
+    limits: dict[str, float],
+) -> dict[str, Any]:
+    """The ranking chosen for the model (corrected for the pseudo-queries' lexical bias)
+    and its absence thresholds, beside the lexical ones that serve when it is down."""
+    pseudo_best = DEFAULT_RANKING if few else choose_ranking(hybrid, hybrid=True)
+    ranking = DEFAULT_RANKING if few else corrected(pseudo_best)
+    absence = fit_absence(conn, hybrid, ranking, semantic=True, **limits)
+    return {
+        **_summary(hybrid, pseudo_best, ranking),
+        "absence": _present({"hybrid": absence, "lexical": lex_absence}),
+    }
 
 
 def _too_small(conn: psycopg.Connection, key: str, n_docs: int, why: str) -> dict[str, Any]:
