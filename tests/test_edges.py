@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -387,3 +388,22 @@ def test_an_unknown_fusion_flag_is_refused_before_anything_runs(
     )
     assert done.returncode == 2 and done.stdout == ""
     assert "'bogus' is not one of" in done.stderr and "'linear'" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("tier", "setting"),
+    [("primary", "RETRIEVER_EMBED_MODEL"), ("fallback", "RETRIEVER_FALLBACK_MODEL")],
+)
+def test_an_offline_model_names_the_setting_of_its_own_tier(tier: str, setting: str) -> None:
+    from retriever.embed import EmbedderUnavailable
+    from retriever.embed.model2vec import HUB_UNREACHABLE, PRIMARY_ADVICE
+    from retriever.tiers import Tier
+
+    def offline(model: str) -> Any:
+        raise EmbedderUnavailable(HUB_UNREACHABLE.format(model=model, advice=PRIMARY_ADVICE))
+
+    down = Tier(tier, "minishlab/potion-base-8M", offline, interval_max=30.0)
+    assert down.get() is None
+    assert down.error is not None and f"set {setting} to a local Model2Vec folder" in down.error
+    other = {"RETRIEVER_EMBED_MODEL", "RETRIEVER_FALLBACK_MODEL"} - {setting}
+    assert not any(name in down.error for name in other)

@@ -32,7 +32,9 @@ class Model2VecEmbedder:
                 source = model_id
         except Exception as exc:  # any loader failure means "no vectors", never a crash
             if not Path(model_id).expanduser().exists() and _hub_unreachable(exc):
-                raise EmbedderUnavailable(HUB_UNREACHABLE.format(model=model_id)) from exc
+                raise EmbedderUnavailable(
+                    HUB_UNREACHABLE.format(model=model_id, advice=PRIMARY_ADVICE)
+                ) from exc
             raise EmbedderUnavailable(
                 f"cannot load Model2Vec model {model_id!r}: {type(exc).__name__}: "
                 f"{str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
@@ -55,9 +57,14 @@ class Model2VecEmbedder:
         pass  # the model is plain memory
 
 
-HUB_UNREACHABLE = (
-    "the model hub is unreachable and {model!r} is not cached: set RETRIEVER_EMBED_MODEL "
-    "to a local Model2Vec folder (or ollama:<model>; none for lexical search only)"
+HUB_UNREACHABLE = "the model hub is unreachable and {model!r} is not cached: {advice}"
+PRIMARY_ADVICE = (
+    "set RETRIEVER_EMBED_MODEL to a local Model2Vec folder (or ollama:<model>; none for "
+    "lexical search only)"
+)
+# The same model loaded as the second tier: its own setting is the one to change.
+FALLBACK_ADVICE = (
+    "set RETRIEVER_FALLBACK_MODEL to a local Model2Vec folder (or none: no second tier)"
 )
 _OFFLINE_ERRORS = {
     "OfflineModeIsEnabled",
