@@ -183,8 +183,7 @@ def indexed_vaults(server_uri: str) -> list[dict[str, object]]:
 
 def _last_vault(conn: psycopg.Connection) -> str | None:
     """The vault this database last indexed (None: no index here)."""
-    row = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
-    if not row or not row[0]:
+    if not relation_exists(conn, "meta"):
         return None
     found = conn.execute("SELECT value->>'vault' FROM meta WHERE key = 'last_index'").fetchone()
     return found[0] if found else None
@@ -284,11 +283,16 @@ def current_revision(url: str) -> str | None:
 
 def revision_of(conn: psycopg.Connection) -> str | None:
     """The schema revision the database is at (None: no retriever schema yet)."""
-    exists = conn.execute("SELECT to_regclass('alembic_version') IS NOT NULL").fetchone()
-    if not exists or not exists[0]:
+    if not relation_exists(conn, "alembic_version"):
         return None
     row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
     return row[0] if row else None
+
+
+def relation_exists(conn: psycopg.Connection, name: str) -> bool:
+    """Whether a table or index of that name exists (on the search path)."""
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
+    return bool(row and row[0])
 
 
 def open_database(

@@ -36,7 +36,7 @@ from retriever import store
 from retriever.calibration_store import note_vault_change
 from retriever.chunk import CHUNKER_VERSION, Link
 from retriever.config import Settings
-from retriever.db import INDEX_LOCK_KEY, Database
+from retriever.db import INDEX_LOCK_KEY, Database, relation_exists
 from retriever.embed import Embedder, EmbedderError, InvalidVectorError
 from retriever.lexical import NORMALISER_VERSION
 from retriever.lifeline import bind_to_owner, start_fork_server
@@ -657,8 +657,7 @@ def _ensure_vector_index(conn: psycopg.Connection, model: int, dim: int) -> None
         conn.commit()
         return
     name = f"embeddings_hnsw_m{model}"
-    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
-    if exists and exists[0]:
+    if relation_exists(conn, name):
         conn.commit()
         return
     log.info("building the HNSW index for %d vectors", row[0])

@@ -1209,3 +1209,25 @@ def test_repeated_links_are_one_row_with_a_count(make_app, vault_copy: Path, db_
         " WHERE d.path = 'Repeats.md'",
     )
     assert rows == [("Dashi", 3, 3)]
+
+
+def test_hnsw_index_is_built_once_past_the_threshold_and_search_agrees(
+    make_app, vault_copy: Path, db_url: str, model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from retriever import index as index_module
+
+    app = make_app(vault_copy, model=model_dir)
+    monkeypatch.setattr(index_module, "HNSW_THRESHOLD", 10**9)
+    app.index()
+    hnsw = "SELECT count(*) FROM pg_indexes WHERE starts_with(indexname, 'embeddings_hnsw_m')"
+    assert scalar(db_url, hnsw) == 0  # below the threshold: exact search only
+    exact = [h.path for h in app.search("backup snapshots", mode="semantic", fresh=False).hits]
+
+    monkeypatch.setattr(index_module, "HNSW_THRESHOLD", 5)
+    (vault_copy / "new.md").write_text("# New\n\nA note that makes the run write.\n", "utf-8")
+    assert app.index().errors == []
+    assert scalar(db_url, hnsw) == 1
+    assert app.index().errors == []  # a later run finds the index there and keeps it
+    assert scalar(db_url, hnsw) == 1
+    approx = [h.path for h in app.search("backup snapshots", mode="semantic", fresh=False).hits]
+    assert approx[:3] == exact[:3]  # the same best notes with the index in place
