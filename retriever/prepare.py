@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from retriever.budget import estimate_tokens
-from retriever.chunk import Link, parse_note
+from retriever.chunk import Link, ParsedNote, parse_note
 from retriever.lexical import (
     BODY_WEIGHT,
     HEADING_WEIGHT,
@@ -120,6 +120,35 @@ def prepare_text(
     min_chars: int,
     max_chars: int,
 ) -> PreparedDoc:
+    text, encoding, warnings = _decoded(path, raw)
+    # Redact the whole note first (frontmatter and comments included): nothing unredacted
+    # is parsed, stored or embedded. Line structure is preserved, so citations stay right.
+    text, redactions = redact(text)
+    note = parse_note(text, path, min_chars=min_chars, max_chars=max_chars)
+    if note.frontmatter_error:
+        warnings.append(f"{path}: frontmatter ignored ({note.frontmatter_error})")
+    return PreparedDoc(
+        path=path,
+        size=size,
+        mtime_ns=mtime_ns,
+        sha256=hashlib.sha256(raw).digest(),
+        title=note.title,
+        frontmatter=note.frontmatter,
+        tags=note.tags,
+        aliases=note.aliases,
+        note_type=note.note_type,
+        created=note.created,
+        updated=note.updated,
+        encoding=encoding,
+        chunks=_prepared_chunks(note),
+        links=note.links,
+        redactions=redactions,
+        warnings=warnings,
+    )
+
+
+def _decoded(path: str, raw: bytes) -> tuple[str, str, list[str]]:
+    """The note's text, the encoding it was read with, and what was odd about it."""
     text, encoding = decode_note(raw)
     warnings: list[str] = []
     if encoding not in ("utf-8", "utf-16"):  # the fallbacks may have guessed wrong: say so
@@ -128,12 +157,11 @@ def prepare_text(
         # PostgreSQL text cannot hold NUL; keep the note, mark the bytes, say so.
         text = text.replace("\x00", "\ufffd")
         warnings.append(f"{path}: NUL bytes replaced by U+FFFD")
-    # Redact the whole note first (frontmatter and comments included): nothing unredacted
-    # is parsed, stored or embedded. Line structure is preserved, so citations stay right.
-    text, redactions = redact(text)
-    note = parse_note(text, path, min_chars=min_chars, max_chars=max_chars)
-    if note.frontmatter_error:
-        warnings.append(f"{path}: frontmatter ignored ({note.frontmatter_error})")
+    return text, encoding, warnings
+
+
+def _prepared_chunks(note: ParsedNote) -> list[PreparedChunk]:
+    """Each non-empty chunk with its context, hash and weighted lexical terms."""
     title_text = " ".join([note.title, *note.aliases])
     tag_text = " ".join(note.tags)
     chunks: list[PreparedChunk] = []
@@ -171,24 +199,7 @@ def prepare_text(
                 length=lex.length,
             )
         )
-    return PreparedDoc(
-        path=path,
-        size=size,
-        mtime_ns=mtime_ns,
-        sha256=hashlib.sha256(raw).digest(),
-        title=note.title,
-        frontmatter=note.frontmatter,
-        tags=note.tags,
-        aliases=note.aliases,
-        note_type=note.note_type,
-        created=note.created,
-        updated=note.updated,
-        encoding=encoding,
-        chunks=chunks,
-        links=note.links,
-        redactions=redactions,
-        warnings=warnings,
-    )
+    return chunks
 
 
 @dataclass(frozen=True, slots=True)
