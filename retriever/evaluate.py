@@ -21,6 +21,7 @@ from ir_measures import RR, R, Success, nDCG
 
 from retriever.app import Retriever
 from retriever.ranking import Ranking
+from retriever.search import SearchResult
 
 MEASURES = [nDCG @ 10, R @ 10, RR, Success @ 1, Success @ 3]
 NAMES = {
@@ -173,48 +174,8 @@ def run_config(
         latencies.append((time.perf_counter() - started) * 1000)
         for rank, path in enumerate(result.ranked_paths[:100], start=1):
             run.append(ir_measures.ScoredDoc(case.id, path, 1.0 / rank))
-        cited = None
-        if case.lines:
-            cited = any(
-                h.path in case.lines and _overlaps((h.start_line, h.end_line), case.lines[h.path])
-                for h in result.hits
-            )
-        per_case[case.id] = {
-            "kind": case.kind,
-            "absent": result.likely_absent,
-            "cited": cited,
-            "mode": result.mode,
-            "tier": result.tier,
-            "coverage": result.coverage,
-            "best_cosine": result.best_cosine,
-        }
-    answerable = [c for c in cases if c.relevant]
-    absent = [c for c in cases if not c.relevant]
-    metrics: dict[str, Any] = {}
-    if answerable:
-        metrics.update(_aggregate(qrels, run))
-        by_kind: dict[str, list[Case]] = defaultdict(list)
-        for c in answerable:
-            by_kind[c.kind].append(c)
-        if len(by_kind) > 1:
-            metrics["per_kind"] = {
-                kind: _aggregate(
-                    [q for q in qrels if q.query_id in {c.id for c in group}],
-                    [r for r in run if r.query_id in {c.id for c in group}],
-                )
-                for kind, group in sorted(by_kind.items())
-            }
-        citations = [per_case[c.id]["cited"] for c in answerable]
-        judged = [bool(x) for x in citations if x is not None]
-        if judged:
-            metrics["citation_hit_rate"] = round(sum(judged) / len(judged), 4)
-        metrics["answerable_flagged_absent"] = round(
-            sum(per_case[c.id]["absent"] for c in answerable) / len(answerable), 4
-        )
-    if absent:
-        metrics["absent_flagged"] = round(
-            sum(per_case[c.id]["absent"] for c in absent) / len(absent), 4
-        )
+        per_case[case.id] = _case_outcome(case, result)
+    metrics = _answer_metrics(cases, qrels, run, per_case)
     metrics["latency_ms"] = {
         "p50": round(statistics.median(latencies), 2),
         "p95": round(_percentile(latencies, 95), 2),
@@ -223,6 +184,61 @@ def run_config(
     metrics["tiers_used"] = sorted({v["tier"] for v in per_case.values() if v["tier"]})
     metrics["cases"] = len(cases)
     return {"config": config.name, **metrics, "_per_case": per_case}
+
+
+def _case_outcome(case: Case, result: SearchResult) -> dict[str, Any]:
+    """What one search did for a case: flagged absent, cited the right lines, how."""
+    cited = None
+    if case.lines:
+        cited = any(
+            h.path in case.lines and _overlaps((h.start_line, h.end_line), case.lines[h.path])
+            for h in result.hits
+        )
+    return {
+        "kind": case.kind,
+        "absent": result.likely_absent,
+        "cited": cited,
+        "mode": result.mode,
+        "tier": result.tier,
+        "coverage": result.coverage,
+        "best_cosine": result.best_cosine,
+    }
+
+
+def _answer_metrics(
+    cases: Sequence[Case],
+    qrels: list[ir_measures.Qrel],
+    run: list[ir_measures.ScoredDoc],
+    per_case: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """Ranking measures (overall and per kind), citations and both absence rates."""
+    answerable = [c for c in cases if c.relevant]
+    absent = [c for c in cases if not c.relevant]
+    metrics: dict[str, Any] = {}
+    if answerable:
+        metrics.update(_aggregate(qrels, run))
+        by_kind: dict[str, set[str]] = defaultdict(set)
+        for c in answerable:
+            by_kind[c.kind].add(c.id)
+        if len(by_kind) > 1:
+            metrics["per_kind"] = {
+                kind: _aggregate(
+                    [q for q in qrels if q.query_id in ids],
+                    [r for r in run if r.query_id in ids],
+                )
+                for kind, ids in sorted(by_kind.items())
+            }
+        judged = [bool(x) for c in answerable if (x := per_case[c.id]["cited"]) is not None]
+        if judged:
+            metrics["citation_hit_rate"] = round(sum(judged) / len(judged), 4)
+        metrics["answerable_flagged_absent"] = _share_flagged(answerable, per_case)
+    if absent:
+        metrics["absent_flagged"] = _share_flagged(absent, per_case)
+    return metrics
+
+
+def _share_flagged(cases: Sequence[Case], per_case: dict[str, dict[str, Any]]) -> float:
+    return round(sum(per_case[c.id]["absent"] for c in cases) / len(cases), 4)
 
 
 def _aggregate(qrels: list[ir_measures.Qrel], run: list[ir_measures.ScoredDoc]) -> dict[str, float]:
