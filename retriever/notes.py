@@ -283,24 +283,7 @@ def read_note(
     if start > total:
         raise NoteQueryError(f"start_line {start} is past the end: the note has {total} lines")
     last = min(end or total, total)
-    width = len(str(last))
-    out: list[str] = []
-    used = 0
-    truncated = False
-    shown_end = start - 1
-    for n in range(start, last + 1):
-        line = f"{n:>{width}}| {lines[n - 1]}\n"
-        size = len(line.encode("utf-8"))
-        if used + size > max_bytes:
-            if not out:  # a single huge line: cut it rather than return nothing
-                cut = line.encode("utf-8")[:max_bytes].decode("utf-8", errors="ignore")
-                out.append(cut + "\n")
-                shown_end = n
-            truncated = True
-            break
-        out.append(line)
-        used += size
-        shown_end = n
+    shown, shown_end, truncated = _numbered_lines(lines, start, last, max_bytes)
     result: dict[str, Any] = {
         "path": norm,
         "start_line": start,
@@ -308,7 +291,7 @@ def read_note(
         "total_lines": total,
         "citation": f"{norm}:{start}-{shown_end}",
         "truncated": truncated,
-        "text": "".join(out),
+        "text": shown,
     }
     if truncated:
         result["next_start_line"] = shown_end + 1 if shown_end < last else None
@@ -321,6 +304,30 @@ def read_note(
     if encoding != "utf-8":
         result["encoding"] = encoding
     return result
+
+
+def _numbered_lines(
+    lines: list[str], start: int, last: int, max_bytes: int
+) -> tuple[str, int, bool]:
+    """Lines ``start``..``last`` numbered, within ``max_bytes``: (text, last line shown,
+    whether the cap cut it short)."""
+    width = len(str(last))
+    out: list[str] = []
+    used = 0
+    shown_end = start - 1
+    for n in range(start, last + 1):
+        line = f"{n:>{width}}| {lines[n - 1]}\n"
+        size = len(line.encode("utf-8"))
+        if used + size > max_bytes:
+            if not out:  # a single huge line: cut it rather than return nothing
+                cut = line.encode("utf-8")[:max_bytes].decode("utf-8", errors="ignore")
+                out.append(cut + "\n")
+                shown_end = n
+            return "".join(out), shown_end, True
+        out.append(line)
+        used += size
+        shown_end = n
+    return "".join(out), shown_end, False
 
 
 # --------------------------------------------------------------------------- list_notes
