@@ -446,6 +446,9 @@ def _is_skip_title(heading: str) -> bool:
     return unicodedata.normalize("NFC", name) in _SKIP_TITLES
 
 
+Piece = tuple[int, int, tuple[str, ...]]  # (first line, end line, heading trail)
+
+
 def _build_chunks(
     lines: list[str], blocks: list[_Block], title: str, min_chars: int, max_chars: int
 ) -> list[Chunk]:
@@ -457,15 +460,48 @@ def _build_chunks(
     def size(start: int, end: int) -> int:
         return prefix[end] - prefix[start] - 1
 
-    # Per-line content type for content_type; blank lines between blocks stay _NONE.
-    line_type = bytearray(len(lines))
+    pieces = _pieces(lines, blocks, title, size, min_chars, max_chars)
+    line_type = _line_types(len(lines), blocks)
+    chunks: list[Chunk] = []
+    for start, end, trail in pieces:
+        text = "\n".join(lines[start:end])
+        if not text.strip():
+            continue
+        chunks.append(
+            Chunk(
+                ordinal=len(chunks),
+                text=text,
+                heading_trail=trail,
+                start_line=start + 1,
+                end_line=end,
+                content_type=_content_type(line_type, start, end),
+            )
+        )
+    return chunks
+
+
+def _line_types(n_lines: int, blocks: list[_Block]) -> bytearray:
+    """Per-line content type for content_type; blank lines between blocks stay _NONE."""
+    line_type = bytearray(n_lines)
     for block in blocks:
         line_type[block.start : block.end] = bytes([_LINE_TYPE[block.kind]]) * (
             block.end - block.start
         )
+    return line_type
 
-    pieces: list[tuple[int, int, tuple[str, ...]]] = []
-    pending: tuple[int, int, tuple[str, ...]] | None = None  # heading-only section(s)
+
+def _pieces(
+    lines: list[str],
+    blocks: list[_Block],
+    title: str,
+    size: Callable[[int, int], int],
+    min_chars: int,
+    max_chars: int,
+) -> list[Piece]:
+    """Line ranges of the chunks, section by section; a heading with no body of its own
+    joins the next piece (or the previous one, when nothing was skipped in between)."""
+    pieces: list[Piece] = []
+    pending: Piece | None = None  # heading-only section(s)
     pending_adjacent = False  # pending directly follows pieces[-1] (no skipped section between)
     adjacent = False  # the next section directly follows pieces[-1]
 
@@ -502,23 +538,7 @@ def _build_chunks(
         pieces.extend((start, end, section.trail) for start, end in ranges)
         adjacent = True
     flush_pending()
-
-    chunks: list[Chunk] = []
-    for start, end, trail in pieces:
-        text = "\n".join(lines[start:end])
-        if not text.strip():
-            continue
-        chunks.append(
-            Chunk(
-                ordinal=len(chunks),
-                text=text,
-                heading_trail=trail,
-                start_line=start + 1,
-                end_line=end,
-                content_type=_content_type(line_type, start, end),
-            )
-        )
-    return chunks
+    return pieces
 
 
 def _split_section(
