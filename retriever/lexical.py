@@ -18,7 +18,7 @@ import re
 import sys
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -279,13 +279,7 @@ def bm25_search(
         **(extra_params or {}),
     }
 
-    essential: list[str] = []
-    budget = 0
-    for term in ordered:
-        if essential and budget + dfs[term] > candidate_cap:
-            break
-        essential.append(term)
-        budget += dfs[term]
+    essential = _rarest_within(ordered, dfs, candidate_cap)
     rows = conn.execute(sql, {**base, "essential": [found[t][0] for t in essential]}).fetchall()
     rest = [t for t in ordered if t not in essential]
     if rest:
@@ -293,14 +287,7 @@ def bm25_search(
         # the k-th score found: then widen once, to exactly the terms that could (MaxScore).
         theta = float(rows[-1][1]) if len(rows) >= limit else 0.0
         if sum(bound[t] for t in rest) >= theta:
-            by_bound = sorted(present, key=lambda t: (bound[t], t))
-            skipped, total = set(), 0.0
-            for term in by_bound:
-                if total + bound[term] >= theta:
-                    break
-                total += bound[term]
-                skipped.add(term)
-            essential = [t for t in ordered if t not in skipped]
+            essential = _terms_that_could_matter(ordered, bound, theta)
             # Bounded for latency: when the terms that could still matter are so common
             # that scoring their postings would cost hundreds of ms, keep the first pass
             # (its scores are exact; only passages holding nothing but very common query
@@ -309,3 +296,30 @@ def bm25_search(
                 ids = [found[t][0] for t in essential]
                 rows = conn.execute(sql, {**base, "essential": ids}).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]
+
+
+def _rarest_within(ordered: list[str], dfs: Mapping[str, int], cap: int) -> list[str]:
+    """The rarest terms (at least one) whose postings together stay within ``cap``."""
+    essential: list[str] = []
+    budget = 0
+    for term in ordered:
+        if essential and budget + dfs[term] > cap:
+            break
+        essential.append(term)
+        budget += dfs[term]
+    return essential
+
+
+def _terms_that_could_matter(
+    ordered: list[str], bound: Mapping[str, float], theta: float
+) -> list[str]:
+    """``ordered`` without the weakest terms whose bounds together stay below ``theta``: a
+    passage holding only those cannot reach the top (MaxScore)."""
+    skipped: set[str] = set()
+    total = 0.0
+    for term in sorted(ordered, key=lambda t: (bound[t], t)):
+        if total + bound[term] >= theta:
+            break
+        total += bound[term]
+        skipped.add(term)
+    return [t for t in ordered if t not in skipped]
