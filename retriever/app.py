@@ -18,6 +18,7 @@ from retriever.db import (
     Database,
     DatabaseConfigError,
     DatabaseError,
+    DatabaseUnreachable,
     describe_url,
     open_database,
 )
@@ -185,7 +186,7 @@ class Retriever:
         if due and not (report.interrupted or report.refused) and LOCK_BUSY not in report.warnings:
             try:
                 report.calibration = self.calibrate(force=False)
-            except (psycopg.Error, EmbedderError) as exc:
+            except (psycopg.Error, EmbedderError, DatabaseUnreachable) as exc:
                 report.warnings.append(f"calibration failed: {exc}")
         return report
 
@@ -260,7 +261,7 @@ class Retriever:
             return self._search_files(cleaned, opts, str(exc))
         try:
             return self._search_index(db, cleaned, opts, fresh)
-        except (psycopg.OperationalError, PoolTimeout) as exc:  # the server went away
+        except (psycopg.OperationalError, PoolTimeout, DatabaseUnreachable) as exc:  # gone
             self.database_failed(exc)
             return self._search_files(cleaned, opts, f"database unavailable: {exc}")
 
@@ -271,7 +272,7 @@ class Retriever:
         if self.settings.fresh_search if fresh is None else fresh:
             try:
                 refreshed = self.refresh()
-            except (OSError, psycopg.Error) as exc:  # stale beats nothing; `stale` flags say it
+            except (OSError, psycopg.Error, DatabaseUnreachable) as exc:  # stale beats nothing
                 log.warning("freshness pass failed (%s); searching the index as it is", exc)
         with db.connection() as conn:
             # One snapshot for the search's many statements: a re-index committing

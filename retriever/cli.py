@@ -12,12 +12,13 @@ import sys
 from contextvars import ContextVar
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 
 from retriever.config import Settings, settings_from
+from retriever.errors import ConfigError, InputError, UnavailableError, VaultError, describe
 from retriever.query_input import Mode
 from retriever.ranking import Fusion
 
@@ -114,7 +115,7 @@ def _emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n")
 
 
-def _fail(message: str, as_json: bool) -> None:
+def _fail(message: str, as_json: bool) -> NoReturn:
     if as_json:
         _emit_json({"ok": False, "error": message})
     else:
@@ -162,7 +163,6 @@ class _Edge:
     def _translate(self, exc: BaseException | None) -> None:
         if exc is None or isinstance(exc, typer.Exit | SystemExit | KeyboardInterrupt):
             return
-        from retriever.errors import InputError, UnavailableError, describe
 
         if not isinstance(exc, InputError | UnavailableError | FileNotFoundError):
             logging.getLogger("retriever").debug("command failed", exc_info=exc)
@@ -171,7 +171,6 @@ class _Edge:
 
 def _app(vault: Path | None):
     from retriever.app import open_app
-    from retriever.errors import VaultError
 
     settings = _settings(vault)
     found = settings.resolved_vault()
@@ -522,7 +521,6 @@ def eval_cmd(
 ) -> None:
     """Measure retrieval quality (nDCG@10, recall, MRR, hits, citations, absence, latency)."""
     from retriever.app import Retriever
-    from retriever.errors import InputError
     from retriever.evaluate import evaluate, load_beir, load_cases, write_beir_vault
 
     with _Edge(as_json) as edge:
@@ -550,7 +548,6 @@ def eval_cmd(
 
 def _loaded(load: Any, path: Path) -> Any:
     """Cases read by ``load``; a bad file is an input error (one line at the edge)."""
-    from retriever.errors import InputError
 
     try:
         return load(path)
@@ -752,9 +749,12 @@ def serve(
         return
     from retriever.service import serve as run_service
 
-    settings = settings_from()
+    try:
+        settings = settings_from()
+        beside = _mcp_beside(vault_opt, host, port, as_json) if mcp else None
+    except ConfigError as exc:  # said in one line here, and in the log a client starts
+        _fail(str(exc), as_json)
     seconds = settings.service_idle if idle is None else idle
-    beside = _mcp_beside(vault_opt, host, port, as_json) if mcp else None
     if beside is not None:
         seconds = 0.0  # MCP clients are not counted as activity: never stop for idleness
 
@@ -867,7 +867,8 @@ def _own_command() -> str:
     import shutil
 
     found = shutil.which(sys.argv[0]) or sys.argv[0]
-    return str(Path(found).resolve())
+    # Absolute, not resolved: a link such as /opt/homebrew/bin/retriever outlives upgrades.
+    return str(Path(found).absolute())
 
 
 def server_env(settings: Settings) -> dict[str, str]:

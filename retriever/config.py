@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -14,6 +15,7 @@ from pydantic_settings import (
     EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
 )
 
 from retriever import request_context
@@ -176,7 +178,7 @@ class _ClientEnvSource(EnvSettingsSource):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings()
+    return settings_from()
 
 
 def settings_from(**overrides: object) -> Settings:
@@ -187,6 +189,8 @@ def settings_from(**overrides: object) -> Settings:
         settings = Settings(**clean)  # type: ignore[arg-type]
     except ValidationError as exc:
         raise ConfigError(_config_problem(exc)) from None
+    except SettingsError as exc:  # a list or dict setting that is not JSON
+        raise ConfigError(_unparsed_setting(exc)) from None
     if request_context.current() is not None:
         settings.vault = request_context.absolute(settings.vault)
         settings.home = request_context.absolute(settings.home)
@@ -196,13 +200,29 @@ def settings_from(**overrides: object) -> Settings:
 def _config_problem(exc: ValidationError) -> str:
     """One line naming the variable that holds the unusable value, and why."""
     problem = exc.errors()[0]
-    field = str(problem["loc"][0]) if problem["loc"] else "?"
+    field = _field_of(str(problem["loc"][0])) if problem["loc"] else "?"
     name = "DATABASE_URL" if field == "database_url" else f"RETRIEVER_{field.upper()}"
     value = problem.get("input")
     plain = isinstance(value, str | int | float) and field != "database_url"  # may hold a password
     shown = f"={value!r}" if plain else ""
     more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
     return f"bad setting {name}{shown}: {problem['msg']}{more}"
+
+
+def _unparsed_setting(exc: SettingsError) -> str:
+    found = re.search(r'field "(\w+)"', str(exc))
+    name = f"RETRIEVER_{found.group(1).upper()}" if found else "a RETRIEVER_ setting"
+    return f'bad setting {name}: not valid JSON (a list is written ["*.md", "notes/**"])'
+
+
+def _field_of(loc: str) -> str:
+    """The field an error location names: the field itself, or one of its aliases."""
+    for name, info in Settings.model_fields.items():
+        alias = info.validation_alias
+        choices = alias.choices if isinstance(alias, AliasChoices) else [alias]
+        if loc == name or loc.lower() in {str(c).lower() for c in choices if c}:
+            return name
+    return loc
 
 
 def env_flag(name: str) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import threading
 import warnings
 from collections.abc import Iterator
@@ -36,6 +37,11 @@ class DatabaseError(UnavailableError):
 
 class DatabaseConfigError(DatabaseError, InputError):
     """The database setting itself is wrong (e.g. a malformed DATABASE_URL)."""
+
+
+class DatabaseUnreachable(DatabaseError):
+    """The server does not answer (refused, unresolvable, or no free connection in time):
+    a search answers from the files instead."""
 
 
 _embedded_lock = threading.Lock()
@@ -248,14 +254,31 @@ UNREACHABLE_HINT = (
 )
 
 
-def unreachable(url: str, reason: str) -> DatabaseError:
+def unreachable(url: str, reason: str) -> DatabaseUnreachable:
     """The one error for a database that does not answer: where, why, and what to try."""
-    return DatabaseError(f"cannot connect to {describe_url(url)}: {reason} ({UNREACHABLE_HINT})")
+    return DatabaseUnreachable(
+        f"cannot connect to {describe_url(url)}: {reason} ({UNREACHABLE_HINT})"
+    )
+
+
+def malformed_url(exc: psycopg.ProgrammingError) -> DatabaseConfigError:
+    """libpq's parse error without the fragments it quotes: they may hold the password."""
+    detail = re.sub(r'"[^"]*"', '"…"', " ".join(str(exc).split()))
+    return DatabaseConfigError(
+        f"DATABASE_URL is not a libpq URL or key=value string ({detail}); "
+        "e.g. postgresql://user:password@127.0.0.1:5432/retriever"
+    )
 
 
 def _connect(url: str) -> psycopg.Connection:
     try:
-        return psycopg.connect(url, autocommit=True, connect_timeout=10)
+        given = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        raise malformed_url(exc) from None
+    # A bounded wait unless the URL sets its own (a keyword here would override it).
+    limit: dict[str, Any] = {} if "connect_timeout" in given else {"connect_timeout": 10}
+    try:
+        return psycopg.connect(url, autocommit=True, **limit)
     except psycopg.OperationalError as exc:
         raise unreachable(url, " ".join(str(exc).split())) from exc  # libpq adds tabbed hints
 
@@ -303,10 +326,7 @@ def open_database(
         try:
             psycopg.conninfo.conninfo_to_dict(database_url)
         except psycopg.ProgrammingError as exc:
-            raise DatabaseConfigError(
-                f"DATABASE_URL is not a libpq URL or key=value string ({str(exc).strip()}); "
-                "e.g. postgresql://user:password@127.0.0.1:5432/retriever"
-            ) from exc
+            raise malformed_url(exc) from None
     url = resolve_url(database_url, home, vault)
     if migrate:
         from retriever.migrate import head_revision

@@ -860,6 +860,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from retriever.app import Retriever
     from retriever.config import settings_from
+    from retriever.errors import ConfigError
 
     p = argparse.ArgumentParser(prog="retriever-mcp")
     p.add_argument("--vault", type=Path)
@@ -870,7 +871,11 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
-    app = Retriever(settings_from(vault=args.vault))
+    try:
+        app = Retriever(settings_from(vault=args.vault))
+    except ConfigError as exc:
+        sys.stderr.write(f"✗ {exc}\n")
+        raise SystemExit(2) from None
     try:
         serve(
             app,

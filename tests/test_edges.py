@@ -344,6 +344,38 @@ def test_a_bad_setting_is_one_line_naming_it(
     assert "\n" not in said
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["serve"], ["mcp"], ["status"], ["-m", "retriever.mcp_server"]],
+    ids=["serve", "mcp", "status", "mcp-module"],
+)
+def test_a_list_setting_that_is_not_json_is_one_line_everywhere(
+    small_vault: Path, db_url: str, tmp_path: Path, args: list[str]
+) -> None:
+    import sys
+
+    env = {**_cli_env(db_url, tmp_path), "RETRIEVER_INCLUDE": "*.md"}
+    env["RETRIEVER_VAULT"] = str(small_vault)
+    command = [sys.executable, *args] if args[0] == "-m" else [retriever_exe(), *args]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    said = done.stderr.strip()
+    assert said.endswith(
+        'bad setting RETRIEVER_INCLUDE: not valid JSON (a list is written ["*.md", "notes/**"])'
+    )
+    assert len(said.splitlines()) == 1 and "Traceback" not in said
+
+
+def test_a_database_url_value_is_never_echoed_by_the_settings_check() -> None:
+    from retriever.config import settings_from
+    from retriever.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        settings_from(database_url=987654321)  # not a string: pydantic refuses it
+    assert str(caught.value).startswith("bad setting DATABASE_URL:")
+    assert "987654321" not in str(caught.value)
+
+
 def test_an_unreachable_database_is_one_line_with_a_hint_and_no_password(
     small_vault: Path, tmp_path: Path
 ) -> None:
@@ -365,18 +397,63 @@ def test_an_unreachable_database_is_one_line_with_a_hint_and_no_password(
 
 
 def test_pool_timeout_is_unavailable_with_the_hint(db_url: str) -> None:
-    from retriever.db import Database, DatabaseError
+    from retriever.db import Database, DatabaseUnreachable
 
     db = Database(db_url, max_size=1, timeout=0.5)
     try:
         with (
             db.connection(),  # the only connection is held: the next one times out
-            pytest.raises(DatabaseError, match="retriever health"),
+            pytest.raises(DatabaseUnreachable, match="retriever health"),
             db.connection(),
         ):
             pass
     finally:
         db.close()
+
+
+def test_a_search_that_gets_no_connection_answers_from_the_files(
+    small_vault: Path, db_url: str, tmp_path: Path
+) -> None:
+    from retriever.app import Retriever
+    from retriever.config import Settings
+    from retriever.db import Database
+
+    settings = Settings(
+        vault=small_vault,
+        home=tmp_path / "home",
+        database_url=db_url,
+        embed_model="none",
+        calibrate=False,
+    )
+    app = Retriever(settings, db=Database(db_url, max_size=2, timeout=0.5))
+    try:
+        app.index()  # (an index run holds two connections: its lock and its work)
+        with app.db.connection(), app.db.connection():  # every connection busy: none free
+            result = app.search("restic retention", fresh=False)
+        assert result.mode == "files" and result.hits
+        assert result.degraded_reason and "no free connection" in result.degraded_reason
+    finally:
+        app.close()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://alice:s3cret%zz@127.0.0.1/db",
+        "postgresql://alice:s3cret@[::1/db",
+        "postgresql://alice:s3cret@127.0.0.1/db?bogus=s3cret",
+    ],
+)
+def test_a_malformed_database_url_never_echoes_the_password(
+    small_vault: Path, tmp_path: Path, url: str
+) -> None:
+    env = {**_cli_env(url, tmp_path), "RETRIEVER_VAULT": str(small_vault)}
+    for args in (["status"], ["db", "upgrade"]):
+        done = _run(args, env)
+        assert done.returncode == 2, done.stderr
+        assert "DATABASE_URL is not a libpq URL" in done.stderr
+        assert "s3cret" not in done.stdout + done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
 
 
 def test_an_unknown_fusion_flag_is_refused_before_anything_runs(

@@ -1212,7 +1212,12 @@ def test_repeated_links_are_one_row_with_a_count(make_app, vault_copy: Path, db_
 
 
 def test_hnsw_index_is_built_once_past_the_threshold_and_search_agrees(
-    make_app, vault_copy: Path, db_url: str, model_dir: Path, monkeypatch: pytest.MonkeyPatch
+    make_app,
+    vault_copy: Path,
+    db_url: str,
+    model_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     from retriever import index as index_module
 
@@ -1224,10 +1229,14 @@ def test_hnsw_index_is_built_once_past_the_threshold_and_search_agrees(
     exact = [h.path for h in app.search("backup snapshots", mode="semantic", fresh=False).hits]
 
     monkeypatch.setattr(index_module, "HNSW_THRESHOLD", 5)
+    building = "building the HNSW index"
     (vault_copy / "new.md").write_text("# New\n\nA note that makes the run write.\n", "utf-8")
-    assert app.index().errors == []
-    assert scalar(db_url, hnsw) == 1
-    assert app.index().errors == []  # a later run finds the index there and keeps it
-    assert scalar(db_url, hnsw) == 1
+    with caplog.at_level(logging.INFO, logger="retriever.index"):
+        assert app.index().errors == []
+        assert scalar(db_url, hnsw) == 1 and building in caplog.text
+        caplog.clear()
+        (vault_copy / "new.md").write_text("# New\n\nEdited again.\n", "utf-8")
+        assert app.index().errors == []  # a later run finds the index there: no rebuild
+        assert scalar(db_url, hnsw) == 1 and building not in caplog.text
     approx = [h.path for h in app.search("backup snapshots", mode="semantic", fresh=False).hits]
     assert approx[:3] == exact[:3]  # the same best notes with the index in place
