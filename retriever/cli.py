@@ -163,7 +163,6 @@ class _Edge:
     def _translate(self, exc: BaseException | None) -> None:
         if exc is None or isinstance(exc, typer.Exit | SystemExit | KeyboardInterrupt):
             return
-
         if not isinstance(exc, InputError | UnavailableError | FileNotFoundError):
             logging.getLogger("retriever").debug("command failed", exc_info=exc)
         _fail(self.prefix + describe(exc), self.as_json)  # raises typer.Exit
