@@ -38,6 +38,8 @@ from retriever.health import HealthReport, run_health
 from retriever.query_input import (
     HARD_QUERY_BYTES,
     MAX_BUDGET,
+    MAX_QUERIES,
+    MAX_QUERY_CHARS,
     MIN_BUDGET,
     check_budget,
     check_mode,
@@ -393,8 +395,9 @@ def _register_search(server: FastMCP, state: ServerState) -> None:
         queries: Annotated[
             str | list[str],
             Field(
-                description="A question or key words, or up to 4 alternative phrasings "
-                "(each at most 2000 characters)."
+                description="A question or key words, or up to "
+                f"{MAX_QUERIES} alternative phrasings (each at most {MAX_QUERY_CHARS} "
+                "characters)."
             ),
         ],
         budget_tokens: Annotated[
