@@ -62,6 +62,7 @@ class TitleIndex:
     passage_idf: dict[str, float] = field(default_factory=dict)  # over passages: weighs
     max_idf: float = 1.0  # a word the passages never hold
     n_docs: int = 0
+    name_info: list[float] = field(default_factory=list)  # per name: its words' weight
 
     @classmethod
     def build(cls, docs: Iterable[tuple[int, str, str, Iterable[str]]]) -> TitleIndex:
@@ -85,7 +86,16 @@ class TitleIndex:
                 for d in _deletions(word):
                     fuzzy[d].add(word)
         index.fuzzy = dict(fuzzy)
+        index.set_idf({}, 1.0)
         return index
+
+    def set_idf(self, passage_idf: dict[str, float], max_idf: float) -> None:
+        """Weigh words by their IDF over the passages; each name's total is computed here,
+        once per index generation, not for every candidate of every query."""
+        self.passage_idf, self.max_idf = passage_idf, max_idf
+        self.name_info = [
+            sum(passage_idf.get(w, max_idf) for w in words) for _, words in self.names
+        ]
 
     def _matches(self, word: str) -> dict[str, float]:
         """Name words this query word matches, with their credit (1, or the typo discount)."""
@@ -119,11 +129,14 @@ class TitleIndex:
             return found if found is not None else extra.get(word, self.max_idf)
 
         q_info = sum(weigh(w) for w in qwords) or 1.0
+        # Matched name words only (``extra`` holds words no name has, so a name word
+        # weighs what it weighed in ``name_info``).
+        gain = {w: self.passage_idf.get(w, self.max_idf) * c for w, c in credit.items()}
         best: dict[int, float] = {}
         for i in self._candidates(credit):
             doc, words = self.names[i]
-            name_info = sum(weigh(w) for w in words)
-            hit = sum(weigh(w) * credit[w] for w in words if w in credit)
+            name_info = self.name_info[i]
+            hit = sum(gain[w] for w in words if w in gain)
             if not hit or not name_info:
                 continue
             score = (hit / name_info) * min(1.0, hit / q_info)
@@ -165,9 +178,7 @@ class TitleCache:
             if generation != self._generation:
                 rows = conn.execute("SELECT id, path, title, aliases FROM documents").fetchall()
                 self._index = TitleIndex.build((int(r[0]), r[1], r[2], r[3]) for r in rows)
-                self._index.passage_idf, self._index.max_idf = term_idf(
-                    conn, list(self._index.postings)
-                )
+                self._index.set_idf(*term_idf(conn, list(self._index.postings)))
                 first = conn.execute(
                     "SELECT DISTINCT ON (doc_id) doc_id, id FROM chunks ORDER BY doc_id, ordinal"
                 ).fetchall()

@@ -4,9 +4,11 @@ and the absence thresholds (no database, no model)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from retriever.absence import UNKNOWN_SHARE, AbsenceModel, fit, signals, unknown_share
 from retriever.calibrate import Chooser
+from retriever.lexical import tokenize
 from retriever.pseudo import NoteSample, Section, make_queries, note_order, plain_text
 from retriever.ranking import DEFAULT_RANKING, Arms, Ranking, fuse, ranked_docs
 from retriever.titles import TitleIndex, note_names
@@ -127,6 +129,16 @@ def test_note_names_cover_title_alias_file_and_dendron_label() -> None:
     names = note_names("a/dendron.topic.lookup.md", "Lookup", ["finder"])
     assert names == ["Lookup", "finder", "dendron.topic.lookup"]
     assert note_names("x.y.md", "Title", []) == ["Title", "x.y", "y"]
+
+
+def test_name_weights_follow_the_passage_idf_they_are_given() -> None:
+    index = TitleIndex.build([(6, "Restic backups.md", "Restic backups", [])])
+    assert index.search("restic") == {6: 0.5}  # before any IDF: every word weighs 1
+    (restic,) = tokenize("restic")
+    (backups,) = tokenize("backups")
+    index.set_idf({restic: 3.0, backups: 0.5}, max_idf=5.0)
+    assert index.search("restic") == {6: pytest.approx(3 / 3.5)}  # the rare word names it
+    assert index.search("backups") == {}  # 0.5 / 3.5 of the name's information: not named
 
 
 def test_a_query_that_names_a_note_finds_it() -> None:
