@@ -25,7 +25,6 @@ from typing import Any
 
 from retriever.config import DEFAULT_MODEL, Settings
 from retriever.embed import Embedder, EmbedderError, load_embedder
-from retriever.embed.model2vec import FALLBACK_ADVICE, PRIMARY_ADVICE
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +66,7 @@ def loader_for(settings: Settings, tier: str) -> Loader:
             timeout=settings.ollama_timeout,
             probe_timeout=settings.probe_timeout,
             expected_dim=settings.embed_dim if tier == PRIMARY else None,
+            setting="RETRIEVER_EMBED_MODEL" if tier == PRIMARY else "RETRIEVER_FALLBACK_MODEL",
         )
 
     return load
@@ -170,15 +170,11 @@ class Tier:
                 embedder: Embedder | None = self._load(self.model)
                 error = None
             except EmbedderError as exc:
-                embedder, error = None, self._advised(str(exc))
+                embedder, error = None, str(exc)
             except Exception as exc:  # a loader bug must not take search down
                 embedder, error = None, f"{type(exc).__name__}: {exc}"
             self._settle(embedder, error)
             return embedder is not None
-
-    def _advised(self, error: str) -> str:
-        """A loader's advice names the primary's setting; a second tier has its own."""
-        return error if self.name == PRIMARY else error.replace(PRIMARY_ADVICE, FALLBACK_ADVICE)
 
     def _settle(self, embedder: Embedder | None, error: str | None) -> None:
         now = time.time()

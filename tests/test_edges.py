@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -467,20 +466,39 @@ def test_an_unknown_fusion_flag_is_refused_before_anything_runs(
     assert "'bogus' is not one of" in done.stderr and "'linear'" in done.stderr
 
 
+_LOAD_OFFLINE = """
+import sys
+from retriever.config import Settings
+from retriever.embed import EmbedderUnavailable
+from retriever.tiers import loader_for
+try:
+    loader_for(Settings(), sys.argv[1])("minishlab/potion-base-8M")
+except EmbedderUnavailable as exc:
+    print(exc)
+"""
+
+
 @pytest.mark.parametrize(
     ("tier", "setting"),
     [("primary", "RETRIEVER_EMBED_MODEL"), ("fallback", "RETRIEVER_FALLBACK_MODEL")],
 )
-def test_an_offline_model_names_the_setting_of_its_own_tier(tier: str, setting: str) -> None:
-    from retriever.embed import EmbedderUnavailable
-    from retriever.embed.model2vec import HUB_UNREACHABLE, PRIMARY_ADVICE
-    from retriever.tiers import Tier
+def test_an_offline_model_names_the_setting_of_its_own_tier(
+    tmp_path: Path, tier: str, setting: str
+) -> None:
+    import sys
 
-    def offline(model: str) -> Any:
-        raise EmbedderUnavailable(HUB_UNREACHABLE.format(model=model, advice=PRIMARY_ADVICE))
-
-    down = Tier(tier, "minishlab/potion-base-8M", offline, interval_max=30.0)
-    assert down.get() is None
-    assert down.error is not None and f"set {setting} to a local Model2Vec folder" in down.error
+    env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD_OFFLINE, tier],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    said = done.stdout
+    assert "the model hub is unreachable" in said
+    assert f"set {setting} to a local Model2Vec folder" in said
     other = {"RETRIEVER_EMBED_MODEL", "RETRIEVER_FALLBACK_MODEL"} - {setting}
-    assert not any(name in down.error for name in other)
+    assert not any(name in said for name in other)

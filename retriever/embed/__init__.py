@@ -35,12 +35,14 @@ def load_embedder(
     timeout: float = 60.0,
     probe_timeout: float | None = None,
     expected_dim: int | None = None,
+    setting: str = "RETRIEVER_EMBED_MODEL",
 ) -> Embedder:
     """Build the configured embedder. ``ollama:<name>`` selects Ollama, anything else Model2Vec.
 
     ``probe_timeout`` bounds Ollama's start-up listing and query embeddings; ``expected_dim``
-    refuses an Ollama model that answers with another dimension. Raises EmbedderUnavailable
-    with a human reason when it cannot work.
+    refuses an Ollama model that answers with another dimension; ``setting`` is the variable
+    that chose the model (its advice names it). Raises EmbedderUnavailable with a human
+    reason when it cannot work.
     """
     if model.startswith("ollama:"):
         from retriever.embed.ollama import OllamaEmbedder
@@ -54,7 +56,7 @@ def load_embedder(
         )
     if model.lower() in {"none", "off", "lexical"}:
         raise EmbedderUnavailable("embeddings are turned off (RETRIEVER_EMBED_MODEL=none)")
-    embedder = Model2VecEmbedder(model)
+    embedder = Model2VecEmbedder(model, setting=setting)
     if expected_dim is not None and embedder.dimension != expected_dim:
         raise EmbedderUnavailable(
             f"Model2Vec model {model!r} has dimension {embedder.dimension}, expected "

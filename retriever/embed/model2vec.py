@@ -15,7 +15,9 @@ class Model2VecEmbedder:
 
     kind = "model2vec"
 
-    def __init__(self, model_id: str) -> None:
+    def __init__(self, model_id: str, *, setting: str = "RETRIEVER_EMBED_MODEL") -> None:
+        """``setting``: the variable that chose this model, named in the advice if it
+        cannot load."""
         self.model_id = model_id
         try:
             from model2vec import StaticModel
@@ -33,7 +35,7 @@ class Model2VecEmbedder:
         except Exception as exc:  # any loader failure means "no vectors", never a crash
             if not Path(model_id).expanduser().exists() and _hub_unreachable(exc):
                 raise EmbedderUnavailable(
-                    HUB_UNREACHABLE.format(model=model_id, advice=PRIMARY_ADVICE)
+                    HUB_UNREACHABLE.format(model=model_id, advice=OFFLINE_ADVICE[setting])
                 ) from exc
             raise EmbedderUnavailable(
                 f"cannot load Model2Vec model {model_id!r}: {type(exc).__name__}: "
@@ -58,14 +60,12 @@ class Model2VecEmbedder:
 
 
 HUB_UNREACHABLE = "the model hub is unreachable and {model!r} is not cached: {advice}"
-PRIMARY_ADVICE = (
-    "set RETRIEVER_EMBED_MODEL to a local Model2Vec folder (or ollama:<model>; none for "
-    "lexical search only)"
-)
-# The same model loaded as the second tier: its own setting is the one to change.
-FALLBACK_ADVICE = (
-    "set RETRIEVER_FALLBACK_MODEL to a local Model2Vec folder (or none: no second tier)"
-)
+OFFLINE_ADVICE = {
+    "RETRIEVER_EMBED_MODEL": "set RETRIEVER_EMBED_MODEL to a local Model2Vec folder (or "
+    "ollama:<model>; none for lexical search only)",
+    "RETRIEVER_FALLBACK_MODEL": "set RETRIEVER_FALLBACK_MODEL to a local Model2Vec folder "
+    "(or none: no second tier)",
+}
 _OFFLINE_ERRORS = {
     "OfflineModeIsEnabled",
     "LocalEntryNotFoundError",
