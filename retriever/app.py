@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import psycopg
-from psycopg_pool import PoolTimeout
 
 from retriever import calibration_store, store
 from retriever.calibration_store import LEXICAL_KEY
@@ -261,7 +260,7 @@ class Retriever:
             return self._search_files(cleaned, opts, str(exc))
         try:
             return self._search_index(db, cleaned, opts, fresh)
-        except (psycopg.OperationalError, PoolTimeout, DatabaseUnreachable) as exc:  # gone
+        except (psycopg.OperationalError, DatabaseUnreachable) as exc:  # the server went away
             self.database_failed(exc)
             return self._search_files(cleaned, opts, f"database unavailable: {exc}")
 

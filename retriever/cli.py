@@ -547,7 +547,6 @@ def eval_cmd(
 
 def _loaded(load: Any, path: Path) -> Any:
     """Cases read by ``load``; a bad file is an input error (one line at the edge)."""
-
     try:
         return load(path)
     except (ValueError, OSError, KeyError) as exc:

@@ -178,23 +178,27 @@ class _ClientEnvSource(EnvSettingsSource):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return settings_from()
+    return _loaded()
 
 
 def settings_from(**overrides: object) -> Settings:
     """Settings from the environment with explicit overrides (CLI flags, tests). Paths are
     made absolute against the client's folder (the service's folder is not the client's)."""
-    clean = {k: v for k, v in overrides.items() if v is not None}
-    try:
-        settings = Settings(**clean)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        raise ConfigError(_config_problem(exc)) from None
-    except SettingsError as exc:  # a list or dict setting that is not JSON
-        raise ConfigError(_unparsed_setting(exc)) from None
+    settings = _loaded(**{k: v for k, v in overrides.items() if v is not None})
     if request_context.current() is not None:
         settings.vault = request_context.absolute(settings.vault)
         settings.home = request_context.absolute(settings.home)
     return settings
+
+
+def _loaded(**values: object) -> Settings:
+    """Settings, or one ConfigError line naming the variable that cannot be used."""
+    try:
+        return Settings(**values)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise ConfigError(_config_problem(exc)) from None
+    except SettingsError as exc:  # a list or dict setting that is not JSON
+        raise ConfigError(_unparsed_setting(exc)) from None
 
 
 def _config_problem(exc: ValidationError) -> str:

@@ -659,8 +659,8 @@ def run_health(
     # The embedders load while the database is checked: they are independent.
     probes = _tier_probes(app, retry_embedder)
     probe = probes[app.tiers.primary.name]
-    vault_ok = app.settings.resolved_vault().is_dir()
     checks = [_vault_check(app)]
+    vault_ok = checks[0].status == "ok"
     conn, db_check = _connect(app, timeout)
     checks.append(db_check)
     has_vectors = False

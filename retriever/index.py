@@ -324,7 +324,7 @@ def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
             report.warnings.append("the indexing pipeline changed: run `retriever index`")
             return None
         full = report.full = True  # chunking/normalisation/redaction changed: re-derive all
-    deleted = sorted(set(states) - {f.path for f in scan.files})
+    changed, deleted = _compare(states, scan)
     indexed_vault = last.get("vault") if isinstance(last, dict) else None
     refusal = None if force else wipe_refusal(run.vault, indexed_vault, len(states), len(deleted))
     if refusal:
@@ -333,8 +333,7 @@ def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
         return None
     todo = [
         _job(run, f, None if full else states.get(f.path))
-        for f in scan.files
-        if full or _differs(states.get(f.path), f)
+        for f in (scan.files if full else changed)
     ]
     report.files_unchanged = report.files_seen - len(todo)
     added = any(j.path not in states for j in todo)
@@ -683,9 +682,16 @@ def compare_with_disk(
 ) -> tuple[int, list[FileInfo], list[str]]:
     """The vault on disk against the indexed states (size and mtime per file)."""
     scan = _scan(settings)
+    return len(scan.files), *_compare(states, scan)
+
+
+def _compare(
+    states: Mapping[str, store.DocState], scan: ScanReport
+) -> tuple[list[FileInfo], list[str]]:
+    """(files whose size or mtime differ from the index, indexed paths gone from disk)."""
     changed = [f for f in scan.files if _differs(states.get(f.path), f)]
     deleted = sorted(set(states) - {f.path for f in scan.files})
-    return len(scan.files), changed, deleted
+    return changed, deleted
 
 
 def _scan(settings: Settings) -> ScanReport:

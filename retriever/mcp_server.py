@@ -196,7 +196,6 @@ class ServerState:
         """Run a tool body, turning every failure into a ToolError an agent can act on."""
         import psycopg
         from fastmcp.exceptions import ToolError
-        from psycopg_pool import PoolTimeout
 
         from retriever.db import DatabaseError
         from retriever.query_input import SearchInputError
@@ -209,7 +208,7 @@ class ServerState:
         except (notes.NotePathError, notes.NoteQueryError, SearchInputError) as exc:
             # Input problems: the message is the advice (checked free of absolute paths).
             raise _bad(self.scrub(str(exc)) or "invalid input") from None
-        except (DatabaseError, psycopg.OperationalError, PoolTimeout) as exc:
+        except (DatabaseError, psycopg.OperationalError) as exc:  # pool timeouts too
             log.warning("%s: database unavailable: %s", tool, type(exc).__name__)
             raise ToolError(
                 "The note index is unavailable right now (the database does not answer). "
