@@ -188,8 +188,9 @@ def idf(n: float, df: float) -> float:
 # --- BM25 in Postgres -----------------------------------------------------------------
 
 
-def _score_sql(n_terms: int, extra: str) -> str:
-    """Top-k BM25 over the chunks holding an essential term. One row-level expression per
+def _score_sql(n_terms: int, extra: str, *, skip_seen: bool = False) -> str:
+    """Top-k BM25 over the chunks holding an essential term (with ``skip_seen``: none of
+    the ``seen`` terms, whose chunks an earlier pass scored). One row-level expression per
     query term instead of a per-row unnest and aggregate (a third less server time on
     common-term queries); terms are added in query order, so the scores are the same floats
     as a sum() over them. OFFSET 0 keeps each term's tf lookup from being inlined twice."""
@@ -206,7 +207,8 @@ FROM chunks t
 CROSS JOIN LATERAL (
     SELECT {tfs}, (1 - %(b)s + %(b)s * t.len / %(avg)s) AS nrm OFFSET 0  -- each tf once
 ) x
-WHERE t.terms && %(essential)s::int[] {extra}
+WHERE t.terms && %(essential)s::int[] {"AND NOT t.terms && %(seen)s::int[]" if skip_seen else ""}
+    {extra}
 ORDER BY 2 DESC, t.id
 LIMIT %(limit)s
 """
@@ -279,7 +281,7 @@ def bm25_search(
         **(extra_params or {}),
     }
 
-    essential = _rarest_within(ordered, dfs, candidate_cap)
+    first = essential = _rarest_within(ordered, dfs, candidate_cap)
     rows = conn.execute(sql, {**base, "essential": [found[t][0] for t in essential]}).fetchall()
     rest = [t for t in ordered if t not in essential]
     if rest:
@@ -293,9 +295,26 @@ def bm25_search(
             # (its scores are exact; only passages holding nothing but very common query
             # words may be missing from the top).
             if sum(dfs[t] for t in essential) <= widen_cap:
-                ids = [found[t][0] for t in essential]
-                rows = conn.execute(sql, {**base, "essential": ids}).fetchall()
+                new = [found[t][0] for t in essential if t not in first]
+                seen = [found[t][0] for t in first]
+                more = _unseen(conn, len(present), extra_sql, base, new, seen) if new else []
+                rows = sorted([*rows, *more], key=lambda r: (-float(r[1]), int(r[0])))[:limit]
     return [(int(r[0]), float(r[1])) for r in rows]
+
+
+def _unseen(
+    conn: psycopg.Connection,
+    n_terms: int,
+    extra_sql: str,
+    params: dict[str, object],
+    new: list[int],
+    seen: list[int],
+) -> list[tuple[int, float]]:
+    """Widening: the top chunks holding a ``new`` term but no ``seen`` one. The first pass
+    scored every chunk holding a ``seen`` term in full, so it is not scored again; its top
+    list merged with this one is the top list of one pass over both (same floats)."""
+    sql = _score_sql(n_terms, extra_sql, skip_seen=True)
+    return conn.execute(sql, {**params, "essential": new, "seen": seen}).fetchall()
 
 
 def _rarest_within(ordered: list[str], dfs: Mapping[str, int], cap: int) -> list[str]:
