@@ -46,6 +46,7 @@ SearchMode = Literal["hybrid", "lexical", "files", "none"]
 EXIT_CODES: dict[str, int] = {"healthy": 0, "degraded": 1, "down": 2}
 # Common words, so that even a small-vocabulary static model gives a non-zero vector.
 PROBE_TEXT = "retriever health probe: search the notes"
+OPTIONAL_EXTENSION = "intarray"  # faster BM25 when present (migration 0004)
 REQUIRED_EXTENSIONS = ("vector",)  # unaccent is installed but unused: folding is in Python
 
 
@@ -288,7 +289,7 @@ def _extensions_check(conn: psycopg.Connection) -> Check:
     timer = _Timer()
     rows = conn.execute(
         "SELECT extname, extversion FROM pg_extension WHERE extname = ANY(%s)",
-        (list(REQUIRED_EXTENSIONS),),
+        ([*REQUIRED_EXTENSIONS, OPTIONAL_EXTENSION],),
     ).fetchall()
     have = {r[0]: r[1] for r in rows}
     missing = [e for e in REQUIRED_EXTENSIONS if e not in have]
@@ -315,6 +316,13 @@ def _extensions_check(conn: psycopg.Connection) -> Check:
             ms=timer.ms,
         )
     detail = ", ".join(f"{name} {have[name]}" for name in REQUIRED_EXTENSIONS)
+    if OPTIONAL_EXTENSION in have:
+        detail += f", {OPTIONAL_EXTENSION} {have[OPTIONAL_EXTENSION]} (BM25 term lookups)"
+    else:
+        detail += (
+            f"; {OPTIONAL_EXTENSION} not installed: BM25 uses array_position, about half as "
+            "fast on common words (install postgresql-contrib, then `retriever db upgrade`)"
+        )
     return Check("extensions", "ok", detail, critical=True, ms=timer.ms)
 
 

@@ -188,15 +188,16 @@ def idf(n: float, df: float) -> float:
 # --- BM25 in Postgres -----------------------------------------------------------------
 
 
-def _score_sql(n_terms: int, extra: str, *, skip_seen: bool = False) -> str:
+def _score_sql(n_terms: int, extra: str, position: str, *, skip_seen: bool = False) -> str:
     """Top-k BM25 over the chunks holding an essential term (with ``skip_seen``: none of
     the ``seen`` terms, whose chunks an earlier pass scored). One row-level expression per
     query term instead of a per-row unnest and aggregate (a third less server time on
     common-term queries); terms are added in query order, so the scores are the same floats
-    as a sum() over them. OFFSET 0 keeps each term's tf lookup from being inlined twice."""
-    tfs = ", ".join(
-        f"t.tfs[array_position(t.terms, %(t{i})s::int)] AS f{i}" for i in range(n_terms)
-    )
+    as a sum() over them. OFFSET 0 keeps each term's tf lookup from being inlined twice.
+    ``position``: the function that finds a term in ``terms`` (see ``_position_function``);
+    ``OPERATOR(pg_catalog.&&)`` keeps the GIN index in use even if an intarray installed on
+    the search path would otherwise claim ``&&``."""
+    tfs = ", ".join(f"t.tfs[{position}(t.terms, %(t{i})s::int)] AS f{i}" for i in range(n_terms))
     score = " + ".join(
         f"coalesce(%(w{i})s::float8 * x.f{i} * (%(k1)s + 1) / (x.f{i} + %(k1)s * x.nrm), 0)"
         for i in range(n_terms)
@@ -207,8 +208,8 @@ FROM chunks t
 CROSS JOIN LATERAL (
     SELECT {tfs}, (1 - %(b)s + %(b)s * t.len / %(avg)s) AS nrm OFFSET 0  -- each tf once
 ) x
-WHERE t.terms && %(essential)s::int[] {"AND NOT t.terms && %(seen)s::int[]" if skip_seen else ""}
-    {extra}
+WHERE t.terms OPERATOR(pg_catalog.&&) %(essential)s::int[]
+    {"AND NOT t.terms OPERATOR(pg_catalog.&&) %(seen)s::int[]" if skip_seen else ""} {extra}
 ORDER BY 2 DESC, t.id
 LIMIT %(limit)s
 """
@@ -220,26 +221,42 @@ class BM25Params:
     b: float = 0.75
 
 
-def _stats(
-    conn: psycopg.Connection, terms: Sequence[str]
-) -> tuple[float, float, dict[str, tuple[int, int]]]:
-    """(N chunks, average chunk length, term -> (lexicon id, df)), in one round trip."""
+@dataclass(frozen=True, slots=True)
+class _Stats:
+    n: float  # chunks
+    avg: float  # average chunk length
+    found: dict[str, tuple[int, int]]  # term -> (lexicon id, df)
+    position: str  # SQL function giving a term's 1-based place in ``terms``
+
+
+# intarray's idx() when migration 0004 could install it (a C loop over the array, about
+# twice as fast on common-term queries), else the built-in array_position (an equality
+# call per element); both give the same position, so the same scores.
+_POSITION_SQL = (
+    "(SELECT quote_ident(n.nspname) || '.idx' FROM pg_extension e"
+    " JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'intarray')"
+)
+
+
+def _stats(conn: psycopg.Connection, terms: Sequence[str]) -> _Stats:
+    """Corpus statistics, the query terms' ids and dfs, the position function: one round
+    trip."""
     rows = conn.execute(
-        "SELECT s.n_chunks, s.sum_len, l.term, l.id, l.df FROM lex_stats s"
+        f"SELECT s.n_chunks, s.sum_len, l.term, l.id, l.df, {_POSITION_SQL} FROM lex_stats s"
         " LEFT JOIN lexicon l ON l.term = ANY(%s) AND l.df > 0 WHERE s.id = 1",
         (list(terms),),
     ).fetchall()
     assert rows, "lex_stats has no row"
-    n, total = rows[0][0], rows[0][1]
+    n, total, position = rows[0][0], rows[0][1], rows[0][5]
     found = {r[2]: (int(r[3]), int(r[4])) for r in rows if r[2] is not None}
     avg = (total / n) if n else 1.0
-    return float(n), float(avg or 1.0), found
+    return _Stats(float(n), float(avg or 1.0), found, position or "array_position")
 
 
 def term_idf(conn: psycopg.Connection, terms: Sequence[str]) -> tuple[dict[str, float], float]:
     """(IDF over passages of each known term, the IDF of a term no passage holds)."""
-    n, _, found = _stats(conn, terms)
-    return {t: idf(n, float(df)) for t, (_, df) in found.items()}, idf(n, 0.0)
+    stats = _stats(conn, terms)
+    return {t: idf(stats.n, float(df)) for t, (_, df) in stats.found.items()}, idf(stats.n, 0.0)
 
 
 def bm25_search(
@@ -261,7 +278,8 @@ def bm25_search(
     """
     if not query or limit <= 0:
         return []
-    n, avg, found = _stats(conn, list(query))
+    stats = _stats(conn, list(query))
+    n, found = stats.n, stats.found
     dfs = {t: df for t, (_, df) in found.items()}
     present = [t for t in query if t in dfs]
     if not present or n == 0:
@@ -270,11 +288,11 @@ def bm25_search(
     ordered = sorted(present, key=lambda t: (dfs[t], t))  # rarest first
     bound = {t: weights[t] * (params.k1 + 1) for t in present}  # max contribution of a term
 
-    sql = _score_sql(len(present), extra_sql)
+    sql = _score_sql(len(present), extra_sql, stats.position)
     base = {
         "k1": params.k1,
         "b": params.b,
-        "avg": avg,
+        "avg": stats.avg,
         **{f"t{i}": found[t][0] for i, t in enumerate(present)},
         **{f"w{i}": weights[t] for i, t in enumerate(present)},
         "limit": limit,
@@ -297,13 +315,14 @@ def bm25_search(
             if sum(dfs[t] for t in essential) <= widen_cap:
                 new = [found[t][0] for t in essential if t not in first]
                 seen = [found[t][0] for t in first]
-                more = _unseen(conn, len(present), extra_sql, base, new, seen) if new else []
+                more = _unseen(conn, stats, len(present), extra_sql, base, new, seen)
                 rows = sorted([*rows, *more], key=lambda r: (-float(r[1]), int(r[0])))[:limit]
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
 def _unseen(
     conn: psycopg.Connection,
+    stats: _Stats,
     n_terms: int,
     extra_sql: str,
     params: dict[str, object],
@@ -313,7 +332,9 @@ def _unseen(
     """Widening: the top chunks holding a ``new`` term but no ``seen`` one. The first pass
     scored every chunk holding a ``seen`` term in full, so it is not scored again; its top
     list merged with this one is the top list of one pass over both (same floats)."""
-    sql = _score_sql(n_terms, extra_sql, skip_seen=True)
+    if not new:
+        return []
+    sql = _score_sql(n_terms, extra_sql, stats.position, skip_seen=True)
     return conn.execute(sql, {**params, "essential": new, "seen": seen}).fetchall()
 
 

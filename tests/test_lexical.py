@@ -5,10 +5,19 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import psycopg
 import pytest
 from rank_bm25 import BM25Okapi
 
-from retriever.lexical import BM25Params, bm25_search, idf, query_terms, tokenize
+from retriever.lexical import (
+    BM25Params,
+    _score_sql,
+    _stats,
+    bm25_search,
+    idf,
+    query_terms,
+    tokenize,
+)
 
 
 @pytest.mark.parametrize(
@@ -69,7 +78,14 @@ NOTES = {
 }
 
 
-def test_bm25_matches_reference_implementation(make_app, tmp_path: Path) -> None:
+def _without_intarray(conn: psycopg.Connection) -> None:
+    """Inside the caller's transaction (rolled back after): BM25 as on a server without
+    contrib, where migration 0004 could not install intarray."""
+    conn.execute("DROP EXTENSION intarray")
+
+
+@pytest.mark.parametrize("lookup", ["intarray.idx", "array_position"])
+def test_bm25_matches_reference_implementation(make_app, tmp_path: Path, lookup: str) -> None:
     vault = tmp_path / "v"
     vault.mkdir()
     for name, body in NOTES.items():
@@ -81,6 +97,9 @@ def test_bm25_matches_reference_implementation(make_app, tmp_path: Path) -> None
     names = list(corpus)
     reference = LuceneBM25([corpus[n] for n in names], k1=1.2, b=0.75)
     with app.db.connection() as conn:
+        if lookup == "array_position":
+            _without_intarray(conn)
+        assert _stats(conn, ["x"]).position == lookup
         ids = dict(
             conn.execute(
                 "SELECT c.id, d.path FROM chunks c JOIN documents d ON d.id = c.doc_id"
@@ -95,11 +114,14 @@ def test_bm25_matches_reference_implementation(make_app, tmp_path: Path) -> None
                     assert ours[name] == pytest.approx(score, abs=1e-6), (query, name)
                 else:
                     assert name not in ours
-        conn.commit()
+        conn.rollback()
 
 
-def test_bm25_pruning_is_exact(make_app, tmp_path: Path) -> None:
-    """With a tiny candidate cap the MaxScore pruning must still return the exact top-k."""
+@pytest.mark.parametrize("lookup", ["intarray.idx", "array_position"])
+def test_bm25_pruning_is_exact(make_app, tmp_path: Path, lookup: str) -> None:
+    """With a tiny candidate cap the MaxScore pruning must still return the exact top-k
+    (the first pass over the rare term, then the widening over the common one, which
+    scores only the chunks the first pass did not)."""
     vault = tmp_path / "v"
     vault.mkdir()
     for i in range(60):
@@ -108,9 +130,44 @@ def test_bm25_pruning_is_exact(make_app, tmp_path: Path) -> None:
     app = make_app(vault)
     app.index()
     with app.db.connection() as conn:
+        if lookup == "array_position":
+            _without_intarray(conn)
         q = query_terms("common rare")
         exact = bm25_search(conn, q, limit=10, candidate_cap=10_000)
         pruned = bm25_search(conn, q, limit=10, candidate_cap=1)
-        conn.commit()
+        conn.rollback()
+    assert len(exact) == 10
     assert [c for c, _ in pruned] == [c for c, _ in exact]
-    assert [s for _, s in pruned] == pytest.approx([s for _, s in exact], abs=1e-9)
+    assert [s for _, s in pruned] == [s for _, s in exact]  # the same floats, not close ones
+
+
+def test_bm25_keeps_the_gin_index_when_intarray_is_on_the_search_path(
+    make_app, tmp_path: Path
+) -> None:
+    """A user's own intarray in ``public`` claims ``int[] && int[]`` (an operator the GIN
+    index on ``terms`` cannot serve): our SQL names the built-in one, so the index stays in
+    use and the scores stay the same."""
+    vault = tmp_path / "v"
+    vault.mkdir()
+    for name, body in NOTES.items():
+        (vault / name).write_text(body + "\n", encoding="utf-8")
+    app = make_app(vault)
+    app.index()
+    q = query_terms("restic backup nightly")
+    with app.db.connection() as conn:
+        before = bm25_search(conn, q, limit=10)
+        conn.execute("DROP EXTENSION intarray")
+        conn.execute("CREATE EXTENSION intarray SCHEMA public")
+        assert _stats(conn, ["x"]).position == "public.idx"
+        assert bm25_search(conn, q, limit=10) == before
+        conn.execute("SET LOCAL enable_seqscan = off")  # tiny table: ask for the index
+        stats = _stats(conn, list(q))
+        ids = [stats.found[t][0] for t in q]
+        plan = conn.execute(
+            "EXPLAIN " + _score_sql(len(ids), "", stats.position),
+            {"k1": 1.2, "b": 0.75, "avg": stats.avg, "essential": ids, "limit": 10}
+            | {f"t{i}": v for i, v in enumerate(ids)}
+            | {f"w{i}": 1.0 for i in range(len(ids))},
+        ).fetchall()
+        conn.rollback()
+    assert "chunks_terms_gin" in "\n".join(r[0] for r in plan)

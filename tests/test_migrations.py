@@ -9,9 +9,12 @@ import threading
 from pathlib import Path
 
 import psycopg
+from alembic import command
 
 from retriever.db import current_revision, upgrade
-from retriever.migrate import head_revision
+from retriever.health import _extensions_check
+from retriever.lexical import _stats
+from retriever.migrate import alembic_config, head_revision
 from tests.conftest import retriever_exe
 
 TABLES = {
@@ -192,3 +195,46 @@ def test_0003_migrates_an_existing_index(empty_db_url: str) -> None:
     assert {("lexicon", "ddf"), ("lex_stats", "n_docs")}.isdisjoint(
         {(t, c) for t, c, _ in schema(empty_db_url)["columns"]}  # type: ignore[attr-defined]
     )
+
+
+def _intarray_schema(url: str) -> str | None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+            " WHERE e.extname = 'intarray'"
+        ).fetchone()
+    return row[0] if row else None
+
+
+def test_0004_installs_intarray_off_the_search_path(empty_db_url: str) -> None:
+    """intarray lands in its own schema (its operators must not take ``&&`` over from the
+    GIN index); a downgrade removes only what the revision made."""
+    upgrade(empty_db_url)
+    assert _intarray_schema(empty_db_url) == "intarray"
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        # No int[]-specific && on the search path: the built-in (anyarray) one answers.
+        own = conn.execute("SELECT to_regoperator('&&(integer[],integer[])')").fetchone()
+        assert own == (None,)
+        found = conn.execute("SELECT to_regoperator('intarray.&&(integer[],integer[])')")
+        assert found.fetchone() != (None,)
+    command.downgrade(alembic_config(empty_db_url), "0003")
+    assert current_revision(empty_db_url) == "0003"
+    assert _intarray_schema(empty_db_url) is None
+
+
+def test_0004_goes_on_without_intarray(empty_db_url: str) -> None:
+    """A server where intarray cannot be created (here: the name is taken in its schema)
+    still migrates to head; BM25 then uses array_position and health says so."""
+    upgrade(empty_db_url, "0003")
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA intarray")
+        conn.execute(
+            "CREATE FUNCTION intarray.idx(int[], int) RETURNS int LANGUAGE sql AS 'SELECT 0'"
+        )
+    assert upgrade(empty_db_url) == head_revision()
+    assert _intarray_schema(empty_db_url) is None
+    with psycopg.connect(empty_db_url) as conn:
+        assert _stats(conn, ["x"]).position == "array_position"
+        check = _extensions_check(conn)
+    assert check.status == "ok"
+    assert "intarray not installed" in check.detail
