@@ -11,7 +11,9 @@ from pgvector import HalfVector
 
 from retriever.embed import Embedder
 
-EF_SEARCH = 300  # recall@30 vs exact on win32-17k: 0.982 at 300, 0.976 at 200, 0.943 at 100
+# recall@30 vs exact on win32-17k: 0.973-0.982 at 300 (two builds), 0.959 at 200, 0.977 at
+# 500: past 300 the graph (ef_construction 64), not the beam, limits recall.
+EF_SEARCH = 300
 
 
 class QueryVectorCache:
