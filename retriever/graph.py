@@ -60,16 +60,56 @@ def random_walk_scores(
     A step prefers neighbours with few links (weight 1/log(2 + degree)), so a note linked
     from everywhere (a home page, an index) does not win every query; scores are damped
     once more by degree on the way out. Returns the non-seed neighbours, best first. Power
-    iteration on a dense transition matrix of the local neighbourhood, bounded so it stays a few milliseconds on dense
-    vaults: the walk never expands through hubs (more than ``hub_degree`` links) and stops
+    iteration over the local neighbourhood's links, bounded so it stays around a
+    millisecond on dense vaults: the walk never expands through hubs (more than ``hub_degree`` links) and stops
     growing at ``max_nodes``; 15 steps with restart 0.3 leave under 1% of the mass unsettled.
     """
     adj = graph.adj
     present = {n: w for n, w in seeds.items() if n in adj and w > 0}
     if not present:
         return {}
-    nodes: set[int] = set(present)
-    frontier = list(present)
+    nodes = _neighbourhood(adj, present, hops, max_nodes, hub_degree)
+    if len(nodes) == len(present) and not any(adj[n] for n in present):
+        return {}
+    order = sorted(nodes)
+    index = {n: i for i, n in enumerate(order)}
+    weight = np.array([1.0 / math.log(2 + len(adj[n])) for n in order])
+    src, dst = _edges(adj, order, index)
+    # Transitions inside the set, as edge lists (a few thousand at most) rather than a
+    # dense matrix: a step prefers low-degree neighbours, each row sums to one.
+    towards = weight[dst]
+    out_sum = np.bincount(src, weights=towards, minlength=len(order))
+    prob = towards / out_sum[src]
+    dangling = out_sum == 0  # the walker restarts from there
+    total_seed = sum(present.values())
+    start = np.zeros(len(order))
+    for n, w in present.items():
+        start[index[n]] = w / total_seed
+    rank = start.copy()
+    for _ in range(iterations):
+        moved = np.bincount(dst, weights=rank[src] * prob, minlength=len(order))
+        rank = restart * start + (1 - restart) * (moved + rank[dangling].sum() * start)
+    out = {
+        n: float(rank[i] * weight[i])  # damp hubs once more on the way out
+        for n, i in index.items()
+        if n not in present and rank[i] > 1e-12
+    }
+    # Notes the walk reaches with the same score (a symmetric neighbourhood) stay in id
+    # order: rounding keeps float noise from the summation order from deciding.
+    return dict(sorted(out.items(), key=lambda kv: (-round(kv[1], 12), kv[0])))
+
+
+def _neighbourhood(
+    adj: Mapping[int, Mapping[int, object]],
+    seeds: Mapping[int, float],
+    hops: int,
+    max_nodes: int,
+    hub_degree: int,
+) -> set[int]:
+    """The seeds and their neighbours up to ``hops`` away, hubs not expanded past the
+    first hop, at most ``max_nodes`` (first come, first kept)."""
+    nodes: set[int] = set(seeds)
+    frontier = list(seeds)
     for hop in range(hops):
         nxt: list[int] = []
         for n in frontier:
@@ -80,27 +120,17 @@ def random_walk_scores(
                     nodes.add(v)
                     nxt.append(v)
         frontier = nxt
-    if len(nodes) == len(present) and not any(adj[n] for n in present):
-        return {}
-    order = sorted(nodes)
-    index = {n: i for i, n in enumerate(order)}
-    weight = np.array([1.0 / math.log(2 + len(adj[n])) for n in order])
-    step = np.zeros((len(order), len(order)))  # row-stochastic transitions inside the set
+    return nodes
+
+
+def _edges(
+    adj: Mapping[int, Mapping[int, object]], order: list[int], index: Mapping[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(source, target) positions of the links inside the set."""
+    src: list[int] = []
+    dst: list[int] = []
     for u in order:
-        row = [index[v] for v in adj[u] if v in index]
-        if row:
-            step[index[u], row] = weight[row] / weight[row].sum()
-    dangling = step.sum(axis=1) == 0  # the walker restarts from there
-    total_seed = sum(present.values())
-    start = np.zeros(len(order))
-    for n, w in present.items():
-        start[index[n]] = w / total_seed
-    rank = start.copy()
-    for _ in range(iterations):
-        rank = restart * start + (1 - restart) * (rank @ step + rank[dangling].sum() * start)
-    out = {
-        n: float(rank[i] * weight[i])  # damp hubs once more on the way out
-        for n, i in index.items()
-        if n not in present and rank[i] > 1e-12
-    }
-    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+        targets = [index[v] for v in adj[u] if v in index]
+        src.extend([index[u]] * len(targets))
+        dst.extend(targets)
+    return np.array(src, dtype=np.intp), np.array(dst, dtype=np.intp)

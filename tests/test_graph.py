@@ -60,3 +60,36 @@ def test_max_nodes_bounds_the_walk() -> None:
 def test_ties_are_broken_by_id_so_the_order_is_stable() -> None:
     graph = _graph((1, 5), (1, 3), (1, 4))
     assert list(random_walk_scores(graph, {1: 1.0})) == [3, 4, 5]
+
+
+def _dense_walk(graph: nx.Graph, seeds: dict[int, float], restart: float, steps: int) -> dict:
+    """The documented walk written plainly: a dense transition matrix, power iteration."""
+    import math
+
+    import numpy as np
+
+    order = sorted(graph.nodes)
+    at = {n: i for i, n in enumerate(order)}
+    weight = np.array([1.0 / math.log(2 + graph.degree(n)) for n in order])
+    step = np.zeros((len(order), len(order)))
+    for u in order:
+        row = [at[v] for v in graph.adj[u]]
+        step[at[u], row] = weight[row] / weight[row].sum()
+    start = np.zeros(len(order))
+    for n, w in seeds.items():
+        start[at[n]] = w / sum(seeds.values())
+    rank = start.copy()
+    for _ in range(steps):
+        rank = restart * start + (1 - restart) * (rank @ step)
+    return {n: rank[at[n]] * weight[at[n]] for n in order if n not in seeds}
+
+
+def test_the_walk_is_the_documented_random_walk_with_restart() -> None:
+    graph = nx.gnm_random_graph(60, 150, seed=3)
+    graph.remove_nodes_from([n for n in list(graph) if graph.degree(n) == 0])
+    seeds = {n: 1.0 + (n % 3) for n in sorted(graph)[:4]}
+    got = random_walk_scores(graph, seeds, hops=10, max_nodes=1000, hub_degree=1000)
+    expected = _dense_walk(graph, seeds, restart=0.3, steps=15)
+    assert set(got) == {n for n, v in expected.items() if v > 1e-12}
+    for n, v in got.items():
+        assert v == pytest.approx(expected[n], rel=1e-9, abs=1e-15)
