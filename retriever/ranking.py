@@ -188,18 +188,22 @@ def _credit_second_passage(
     scores: dict[int, float], doc_of: Mapping[int, int], share: float
 ) -> None:
     """Each note's best chunk gains ``share`` of its second-best chunk's score."""
-    top2: dict[int, list[tuple[float, int]]] = {}
+    first: dict[int, tuple[float, int]] = {}  # doc -> (score, -chunk): ties to the lower id
+    second: dict[int, tuple[float, int]] = {}
     for cid, score in scores.items():
         doc = doc_of.get(cid)
         if doc is None:
             continue
-        best = top2.setdefault(doc, [])
-        best.append((score, -cid))
-        best.sort(reverse=True)
-        del best[2:]
-    for best in top2.values():
-        if len(best) == 2:
-            scores[-best[0][1]] += share * best[1][0]
+        key = (score, -cid)
+        best = first.get(doc)
+        if best is None:
+            first[doc] = key
+        elif key > best:
+            second[doc], first[doc] = best, key
+        elif doc not in second or key > second[doc]:
+            second[doc] = key
+    for doc, (runner_up, _) in second.items():
+        scores[-first[doc][1]] += share * runner_up
 
 
 def _best_chunk_of(scores: Mapping[int, float], doc_of: Mapping[int, int]) -> dict[int, int]:
@@ -236,7 +240,7 @@ def _lift_neighbours(
     walk: Walk,
 ) -> list[int]:
     """Notes linked to the best hits gain graph_weight * GRAPH_SCALE * top / rank."""
-    top_ids = sorted(scores, key=lambda c: (-scores[c], c))[:GRAPH_SEEDS]
+    top_ids = best_first(scores)[:GRAPH_SEEDS]
     seeds: dict[int, float] = {}
     for cid in top_ids:
         doc = arms.doc_of.get(cid)
@@ -258,11 +262,19 @@ def _lift_neighbours(
     return lifted
 
 
+def best_first(scores: Mapping[int, float]) -> list[int]:
+    """Chunk ids by score, best first, ties by id: sorted by id, then stably by score (no
+    key tuple per chunk; calibration sorts thousands of fused lists)."""
+    order = sorted(scores)
+    order.sort(key=scores.__getitem__, reverse=True)  # reverse keeps equal keys in order
+    return order
+
+
 def ranked_docs(scores: Mapping[int, float], doc_of: Mapping[int, int]) -> list[int]:
     """Notes in order of their best chunk (ties broken by chunk id: deterministic)."""
     out: list[int] = []
     seen: set[int] = set()
-    for cid in sorted(scores, key=lambda c: (-scores[c], c)):
+    for cid in best_first(scores):
         doc = doc_of.get(cid)
         if doc is not None and doc not in seen:
             seen.add(doc)

@@ -34,7 +34,15 @@ from retriever.query_input import (
     SearchInputError,
     check_budget,
 )
-from retriever.ranking import DEFAULT_RANKING, GRAPH_NEIGHBOURS, Arms, Ranking, Walk, fuse
+from retriever.ranking import (
+    DEFAULT_RANKING,
+    GRAPH_NEIGHBOURS,
+    Arms,
+    Ranking,
+    Walk,
+    best_first,
+    fuse,
+)
 from retriever.store import ChunkRow
 from retriever.titles import TitleCache
 from retriever.vector import QueryVectorCache, vector_search
@@ -260,7 +268,7 @@ class Searcher:
         ranking, absence, calibration = self.ranking_for(conn, opts, embedder, semantic)
         walk = self.walker(conn, scope)
         scores, lifted = fuse(arms, ranking, first_chunk=self.titles.first_chunk, walk=walk)
-        ranked_ids = sorted(scores, key=lambda c: (-scores[c], c))
+        ranked_ids = best_first(scores)
         rows = store.fetch_chunks(conn, ranked_ids[: max(opts.limit * 3, 60)] + lifted)
         ranked_ids = [c for c in ranked_ids if c in rows]
         hits = self._deliver(ranked_ids, rows, scores, opts, arms, lifted, vault)
