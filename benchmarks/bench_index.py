@@ -168,8 +168,12 @@ def _command_s(vault: Path, home: Path, model: str, service: str) -> float:
     )
     exe = Path(sys.executable).parent / "retriever"
     t = time.perf_counter()
-    subprocess.run([str(exe), "index", str(vault), "--json"], env=env, capture_output=True)
-    return round(time.perf_counter() - t, 3)
+    done = subprocess.run([str(exe), "index", str(vault), "--json"], env=env, capture_output=True)
+    took = round(time.perf_counter() - t, 3)
+    if done.returncode not in (0, 1):  # 1: degraded, still a full answer
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
+        raise RuntimeError(f"retriever index failed (exit {done.returncode}): {tail}")
+    return took
 
 
 def _whole_commands(vault: Path, home: Path, model: str, edited: Path) -> dict[str, float]:

@@ -294,9 +294,35 @@ def upgrade(url: str, revision: str = "head") -> str:
         try:
             cfg = alembic_config(url)
             command.upgrade(cfg, revision)
+            if revision == "head":
+                ensure_intarray(lock_conn)
         finally:
             lock_conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
     return current_revision(url) or ""
+
+
+# Migration 0004's optional step, retried by every `retriever db upgrade`: a server that
+# gained postgresql-contrib (or a role that gained the right) after it ran gets it then.
+_INSTALL_INTARRAY = """
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'intarray') THEN
+        CREATE SCHEMA IF NOT EXISTS intarray;
+        CREATE EXTENSION intarray WITH SCHEMA intarray;
+        GRANT USAGE ON SCHEMA intarray TO PUBLIC;
+    END IF;
+EXCEPTION WHEN OTHERS THEN
+    RAISE NOTICE 'intarray not installed (BM25 uses array_position): %', SQLERRM;
+END
+$$;
+"""
+
+
+def ensure_intarray(conn: psycopg.Connection) -> None:
+    """Install contrib intarray off the search path if it is missing and can be (BM25's
+    faster term lookups); a server without it keeps working without it."""
+    conn.execute(_INSTALL_INTARRAY)
+    conn.commit()
 
 
 def current_revision(url: str) -> str | None:

@@ -288,8 +288,10 @@ def _connect(app: Retriever, timeout: float) -> tuple[psycopg.Connection | None,
 def _extensions_check(conn: psycopg.Connection) -> Check:
     timer = _Timer()
     rows = conn.execute(
-        "SELECT extname, extversion FROM pg_extension WHERE extname = ANY(%s)",
-        ([*REQUIRED_EXTENSIONS, OPTIONAL_EXTENSION],),
+        "SELECT extname, extversion FROM pg_extension WHERE extname = ANY(%s)"
+        # intarray counts only where BM25 may use it (lexical._POSITION_SQL's test)
+        " AND (extname <> %s OR has_schema_privilege(extnamespace, 'USAGE'))",
+        ([*REQUIRED_EXTENSIONS, OPTIONAL_EXTENSION], OPTIONAL_EXTENSION),
     ).fetchall()
     have = {r[0]: r[1] for r in rows}
     missing = [e for e in REQUIRED_EXTENSIONS if e not in have]
@@ -320,8 +322,9 @@ def _extensions_check(conn: psycopg.Connection) -> Check:
         detail += f", {OPTIONAL_EXTENSION} {have[OPTIONAL_EXTENSION]} (BM25 term lookups)"
     else:
         detail += (
-            f"; {OPTIONAL_EXTENSION} not installed: BM25 uses array_position, about half as "
-            "fast on common words (install postgresql-contrib, then `retriever db upgrade`)"
+            f"; {OPTIONAL_EXTENSION} not installed (or its schema not usable): BM25 uses "
+            "array_position, about half as fast on common words (install "
+            "postgresql-contrib, then `retriever db upgrade`)"
         )
     return Check("extensions", "ok", detail, critical=True, ms=timer.ms)
 

@@ -194,7 +194,7 @@ def _score_sql(n_terms: int, extra: str, position: str, *, skip_seen: bool = Fal
     query term instead of a per-row unnest and aggregate (a third less server time on
     common-term queries); terms are added in query order, so the scores are the same floats
     as a sum() over them. OFFSET 0 keeps each term's tf lookup from being inlined twice.
-    ``position``: the function that finds a term in ``terms`` (see ``_position_function``);
+    ``position``: the function that finds a term in ``terms`` (see ``_POSITION_SQL``);
     ``OPERATOR(pg_catalog.&&)`` keeps the GIN index in use even if an intarray installed on
     the search path would otherwise claim ``&&``."""
     tfs = ", ".join(f"t.tfs[{position}(t.terms, %(t{i})s::int)] AS f{i}" for i in range(n_terms))
@@ -234,7 +234,8 @@ class _Stats:
 # call per element); both give the same position, so the same scores.
 _POSITION_SQL = (
     "(SELECT quote_ident(n.nspname) || '.idx' FROM pg_extension e"
-    " JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'intarray')"
+    " JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'intarray'"
+    " AND has_schema_privilege(n.oid, 'USAGE'))"  # a schema we may not use: no intarray
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import networkx as nx
 import pytest
 
-from retriever.graph import random_walk_scores
+from retriever.graph import _neighbourhood, random_walk_scores
 
 
 def _graph(*edges: tuple[int, int]) -> nx.Graph:
@@ -62,26 +62,38 @@ def test_ties_are_broken_by_id_so_the_order_is_stable() -> None:
     assert list(random_walk_scores(graph, {1: 1.0})) == [3, 4, 5]
 
 
-def _dense_walk(graph: nx.Graph, seeds: dict[int, float], restart: float, steps: int) -> dict:
-    """The documented walk written plainly: a dense transition matrix, power iteration."""
+def _dense_walk(
+    graph: nx.Graph, seeds: dict[int, float], restart: float, steps: int, nodes: set[int]
+) -> dict:
+    """The documented walk written plainly over ``nodes``: a dense transition matrix (a
+    step prefers low-degree neighbours), restart from notes with no way on, power
+    iteration, hub damping on the way out."""
     import math
 
     import numpy as np
 
-    order = sorted(graph.nodes)
+    order = sorted(nodes)
     at = {n: i for i, n in enumerate(order)}
     weight = np.array([1.0 / math.log(2 + graph.degree(n)) for n in order])
     step = np.zeros((len(order), len(order)))
     for u in order:
-        row = [at[v] for v in graph.adj[u]]
-        step[at[u], row] = weight[row] / weight[row].sum()
+        row = [at[v] for v in graph.adj[u] if v in at]
+        if row:
+            step[at[u], row] = weight[row] / weight[row].sum()
+    dangling = step.sum(axis=1) == 0
     start = np.zeros(len(order))
     for n, w in seeds.items():
         start[at[n]] = w / sum(seeds.values())
     rank = start.copy()
     for _ in range(steps):
-        rank = restart * start + (1 - restart) * (rank @ step)
+        rank = restart * start + (1 - restart) * (rank @ step + rank[dangling].sum() * start)
     return {n: rank[at[n]] * weight[at[n]] for n in order if n not in seeds}
+
+
+def _assert_same_walk(got: dict, expected: dict) -> None:
+    assert set(got) == {n for n, v in expected.items() if v > 1e-12}
+    for n, v in got.items():
+        assert v == pytest.approx(expected[n], rel=1e-9, abs=1e-15)
 
 
 def test_the_walk_is_the_documented_random_walk_with_restart() -> None:
@@ -89,7 +101,19 @@ def test_the_walk_is_the_documented_random_walk_with_restart() -> None:
     graph.remove_nodes_from([n for n in list(graph) if graph.degree(n) == 0])
     seeds = {n: 1.0 + (n % 3) for n in sorted(graph)[:4]}
     got = random_walk_scores(graph, seeds, hops=10, max_nodes=1000, hub_degree=1000)
-    expected = _dense_walk(graph, seeds, restart=0.3, steps=15)
-    assert set(got) == {n for n, v in expected.items() if v > 1e-12}
-    for n, v in got.items():
-        assert v == pytest.approx(expected[n], rel=1e-9, abs=1e-15)
+    _assert_same_walk(got, _dense_walk(graph, seeds, 0.3, 15, set(graph)))
+
+
+def test_the_bounded_walk_is_the_same_walk_on_its_neighbourhood() -> None:
+    """With a hub that is not expanded, the node cap reached, and a seed with no links
+    (the walker restarts from it), the walk is still the documented one on the notes it
+    kept."""
+    graph = nx.gnm_random_graph(300, 700, seed=5)
+    graph.add_edges_from((0, n) for n in range(100, 180))  # node 0: a hub, next to seed 1
+    graph.add_edge(0, 1)
+    graph.add_node(999)  # a seed with no links at all
+    seeds = {1: 1.0, 2: 0.5, 999: 2.0}
+    kept = _neighbourhood(graph.adj, seeds, 2, 40, 50)
+    assert len(kept) == 40 and 0 in kept
+    got = random_walk_scores(graph, seeds, hops=2, max_nodes=40, hub_degree=50)
+    _assert_same_walk(got, _dense_walk(graph, seeds, 0.3, 15, kept))

@@ -9,6 +9,7 @@ import psycopg
 import pytest
 from rank_bm25 import BM25Okapi
 
+from retriever import lexical
 from retriever.lexical import (
     BM25Params,
     _score_sql,
@@ -171,3 +172,64 @@ def test_bm25_keeps_the_gin_index_when_intarray_is_on_the_search_path(
         ).fetchall()
         conn.rollback()
     assert "chunks_terms_gin" in "\n".join(r[0] for r in plan)
+
+
+class _Counting:
+    """The real connection, counting the statements it is given (how many passes ran)."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn, self.statements = conn, 0
+
+    def execute(self, *args: object, **kwargs: object) -> psycopg.Cursor:
+        self.statements += 1
+        return self.conn.execute(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def test_widening_that_drops_a_first_pass_term_is_still_exact(
+    make_app, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first pass (over "rare") finds two notes holding both words, whose scores beat
+    anything "rare" alone can add: the widening drops "rare" (MaxScore) and scores only the
+    "mid" notes the first pass did not; the merge must equal one pass over everything."""
+    vault = tmp_path / "v"
+    vault.mkdir()
+    for i in range(60):
+        words = (["mid"] * (1 + i % 5) if i % 2 == 0 else []) + (["rare"] if i % 17 == 0 else [])
+        (vault / f"n{i}.md").write_text(" ".join([*words, f"w{i}", "filler"]) + "\n", "utf-8")
+    app = make_app(vault)
+    app.index()
+    q = query_terms("rare mid mid mid mid mid")
+    widened: list[list[str]] = []
+    keep = lexical._terms_that_could_matter
+    monkeypatch.setattr(
+        lexical, "_terms_that_could_matter", lambda *a: widened.append(keep(*a)) or widened[-1]
+    )
+    with app.db.connection() as conn:
+        exact = bm25_search(conn, q, limit=2, candidate_cap=10_000)
+        counting = _Counting(conn)
+        pruned = bm25_search(counting, q, limit=2, candidate_cap=1)  # type: ignore[arg-type]
+        conn.rollback()
+    assert widened == [list(query_terms("mid"))]  # "rare" dropped: only "mid" could matter
+    assert counting.statements == 3  # statistics, first pass, widening
+    assert pruned == exact and len(exact) == 2
+
+
+def test_bm25_falls_back_when_the_intarray_schema_is_not_usable(make_app, tmp_path: Path) -> None:
+    """A role that may not use the schema intarray lives in (a DBA revoked it) still gets
+    BM25, through array_position, with the same scores."""
+    vault = tmp_path / "v"
+    vault.mkdir()
+    for name, body in NOTES.items():
+        (vault / name).write_text(body + "\n", encoding="utf-8")
+    app = make_app(vault)
+    app.index()
+    q = query_terms("restic backup nightly")
+    with app.db.connection() as conn:
+        fast = bm25_search(conn, q, limit=10)
+        conn.execute("CREATE ROLE bm25_reader")
+        conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO bm25_reader")
+        conn.execute("REVOKE USAGE ON SCHEMA intarray FROM PUBLIC")
+        conn.execute("SET LOCAL ROLE bm25_reader")
+        assert _stats(conn, ["x"]).position == "array_position"
+        assert bm25_search(conn, q, limit=10) == fast
+        conn.rollback()

@@ -238,3 +238,8 @@ def test_0004_goes_on_without_intarray(empty_db_url: str) -> None:
         check = _extensions_check(conn)
     assert check.status == "ok"
     assert "intarray not installed" in check.detail
+    # What health advises: once the server can, `db upgrade` installs it after all.
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        conn.execute("DROP FUNCTION intarray.idx(int[], int)")
+    upgrade(empty_db_url)
+    assert _intarray_schema(empty_db_url) == "intarray"

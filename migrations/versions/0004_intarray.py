@@ -9,7 +9,8 @@ The extension goes into a schema of its own, off the search path: installed in `
 its operators would take over ``int[] && int[]``, which the GIN index on ``terms`` cannot
 serve. Optional: intarray ships with PostgreSQL's contrib and is a trusted extension, but
 a server without contrib (or a role that may not create it) keeps ``array_position``;
-``retriever health`` says which one BM25 uses. Nothing is rewritten; no re-index.
+``retriever health`` says which one BM25 uses, and every ``retriever db upgrade`` tries
+again (``db.ensure_intarray``). Nothing is rewritten; no re-index.
 
 Revision ID: 0004
 Revises: 0003
@@ -34,6 +35,8 @@ def upgrade() -> None:
             IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'intarray') THEN
                 CREATE SCHEMA IF NOT EXISTS intarray;
                 CREATE EXTENSION intarray WITH SCHEMA intarray;
+                -- Whoever searches (maybe not the role that migrates) must reach idx().
+                GRANT USAGE ON SCHEMA intarray TO PUBLIC;
             END IF;
         EXCEPTION WHEN OTHERS THEN
             RAISE NOTICE 'intarray not installed (BM25 uses array_position): %', SQLERRM;
