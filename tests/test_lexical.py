@@ -10,6 +10,7 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from retriever import lexical
+from retriever.app import Retriever
 from retriever.lexical import (
     BM25Params,
     _score_sql,
@@ -19,6 +20,7 @@ from retriever.lexical import (
     query_terms,
     tokenize,
 )
+from tests.conftest import AppFactory
 
 
 @pytest.mark.parametrize(
@@ -79,6 +81,17 @@ NOTES = {
 }
 
 
+def _indexed(make_app: AppFactory, tmp_path: Path, notes: dict[str, str]) -> Retriever:
+    """A vault of ``notes`` (name -> text), indexed (each short note is one chunk)."""
+    vault = tmp_path / "v"
+    vault.mkdir()
+    for name, text in notes.items():
+        (vault / name).write_text(text, encoding="utf-8")
+    app = make_app(vault)
+    app.index()
+    return app
+
+
 def _without_intarray(conn: psycopg.Connection) -> None:
     """Inside the caller's transaction (rolled back after): BM25 as on a server without
     contrib, where migration 0004 could not install intarray."""
@@ -87,12 +100,7 @@ def _without_intarray(conn: psycopg.Connection) -> None:
 
 @pytest.mark.parametrize("lookup", ["intarray.idx", "array_position"])
 def test_bm25_matches_reference_implementation(make_app, tmp_path: Path, lookup: str) -> None:
-    vault = tmp_path / "v"
-    vault.mkdir()
-    for name, body in NOTES.items():
-        (vault / name).write_text(body + "\n", encoding="utf-8")
-    app = make_app(vault)
-    app.index()
+    app = _indexed(make_app, tmp_path, {name: body + "\n" for name, body in NOTES.items()})
     # Each note is one chunk: title (file stem, weight 2) + body (weight 1); no headings/tags.
     corpus = {name: tokenize(Path(name).stem) * 2 + tokenize(body) for name, body in NOTES.items()}
     names = list(corpus)
@@ -123,13 +131,11 @@ def test_bm25_pruning_is_exact(make_app, tmp_path: Path, lookup: str) -> None:
     """With a tiny candidate cap the MaxScore pruning must still return the exact top-k
     (the first pass over the rare term, then the widening over the common one, which
     scores only the chunks the first pass did not)."""
-    vault = tmp_path / "v"
-    vault.mkdir()
+    notes = {}
     for i in range(60):
         words = ["common"] * (1 + i % 5) + (["rare"] if i % 17 == 0 else []) + [f"w{i}"]
-        (vault / f"n{i}.md").write_text(" ".join(words) + "\n", encoding="utf-8")
-    app = make_app(vault)
-    app.index()
+        notes[f"n{i}.md"] = " ".join(words) + "\n"
+    app = _indexed(make_app, tmp_path, notes)
     with app.db.connection() as conn:
         if lookup == "array_position":
             _without_intarray(conn)
@@ -148,12 +154,7 @@ def test_bm25_keeps_the_gin_index_when_intarray_is_on_the_search_path(
     """A user's own intarray in ``public`` claims ``int[] && int[]`` (an operator the GIN
     index on ``terms`` cannot serve): our SQL names the built-in one, so the index stays in
     use and the scores stay the same."""
-    vault = tmp_path / "v"
-    vault.mkdir()
-    for name, body in NOTES.items():
-        (vault / name).write_text(body + "\n", encoding="utf-8")
-    app = make_app(vault)
-    app.index()
+    app = _indexed(make_app, tmp_path, {name: body + "\n" for name, body in NOTES.items()})
     q = query_terms("restic backup nightly")
     with app.db.connection() as conn:
         before = bm25_search(conn, q, limit=10)
@@ -191,13 +192,11 @@ def test_widening_that_drops_a_first_pass_term_is_still_exact(
     """The first pass (over "rare") finds two notes holding both words, whose scores beat
     anything "rare" alone can add: the widening drops "rare" (MaxScore) and scores only the
     "mid" notes the first pass did not; the merge must equal one pass over everything."""
-    vault = tmp_path / "v"
-    vault.mkdir()
+    notes = {}
     for i in range(60):
         words = (["mid"] * (1 + i % 5) if i % 2 == 0 else []) + (["rare"] if i % 17 == 0 else [])
-        (vault / f"n{i}.md").write_text(" ".join([*words, f"w{i}", "filler"]) + "\n", "utf-8")
-    app = make_app(vault)
-    app.index()
+        notes[f"n{i}.md"] = " ".join([*words, f"w{i}", "filler"]) + "\n"
+    app = _indexed(make_app, tmp_path, notes)
     q = query_terms("rare mid mid mid mid mid")
     widened: list[list[str]] = []
     keep = lexical._terms_that_could_matter
@@ -217,12 +216,7 @@ def test_widening_that_drops_a_first_pass_term_is_still_exact(
 def test_bm25_falls_back_when_the_intarray_schema_is_not_usable(make_app, tmp_path: Path) -> None:
     """A role that may not use the schema intarray lives in (a DBA revoked it) still gets
     BM25, through array_position, with the same scores."""
-    vault = tmp_path / "v"
-    vault.mkdir()
-    for name, body in NOTES.items():
-        (vault / name).write_text(body + "\n", encoding="utf-8")
-    app = make_app(vault)
-    app.index()
+    app = _indexed(make_app, tmp_path, {name: body + "\n" for name, body in NOTES.items()})
     q = query_terms("restic backup nightly")
     with app.db.connection() as conn:
         fast = bm25_search(conn, q, limit=10)
