@@ -11,8 +11,9 @@ from pgvector import HalfVector
 
 from retriever.embed import Embedder
 
-# recall@30 vs exact on win32-17k: 0.973-0.982 at 300 (two builds), 0.959 at 200, 0.977 at
-# 500: past 300 the graph (ef_construction 64), not the beam, limits recall.
+# recall@30 vs exact on win32-17k with the index's ef_construction 128: 0.983-0.985 at 300
+# (three builds), 0.980 at 200; with pgvector's default 64 the graph, not the beam, was the
+# limit (0.973-0.982 at 300, 0.977 at 500).
 EF_SEARCH = 300
 
 

@@ -1234,6 +1234,11 @@ def test_hnsw_index_is_built_once_past_the_threshold_and_search_agrees(
     with caplog.at_level(logging.INFO, logger="retriever.index"):
         assert app.index().errors == []
         assert scalar(db_url, hnsw) == 1 and building in caplog.text
+        options = "SELECT reloptions FROM pg_class WHERE starts_with(relname, 'embeddings_hnsw_m')"
+        assert scalar(db_url, options) == [
+            f"m={index_module.HNSW_M}",
+            f"ef_construction={index_module.HNSW_EF_CONSTRUCTION}",
+        ]
         caplog.clear()
         (vault_copy / "new.md").write_text("# New\n\nEdited again.\n", "utf-8")
         assert app.index().errors == []  # a later run finds the index there: no rebuild
