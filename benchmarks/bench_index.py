@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import json
 import multiprocessing
 import os
 import resource
@@ -160,19 +161,27 @@ def run(corpus: Path, model: str, home: Path | None, database_url: str | None) -
     return out
 
 
+def _retriever(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[bytes]:
+    exe = Path(sys.executable).parent / "retriever"
+    full_env = dict(os.environ, RETRIEVER_HOME=str(home), **env)
+    return subprocess.run([str(exe), *args], env=full_env, capture_output=True, timeout=600)
+
+
 def _command_s(vault: Path, home: Path, model: str, service: str) -> float:
     """Wall time of one `retriever index VAULT` process (start-up, server, scan, write);
-    ``service``: RETRIEVER_SERVICE (off: all in this process; auto: the resident one)."""
-    env = dict(
-        os.environ, RETRIEVER_HOME=str(home), RETRIEVER_EMBED_MODEL=model, RETRIEVER_SERVICE=service
-    )
-    exe = Path(sys.executable).parent / "retriever"
+    ``service``: RETRIEVER_SERVICE (off: all in this process; auto: the resident one,
+    which must be the one that answered)."""
     t = time.perf_counter()
-    done = subprocess.run([str(exe), "index", str(vault), "--json"], env=env, capture_output=True)
+    done = _retriever(
+        home, "index", str(vault), "--json", RETRIEVER_EMBED_MODEL=model, RETRIEVER_SERVICE=service
+    )
     took = round(time.perf_counter() - t, 3)
     if done.returncode not in (0, 1):  # 1: degraded, still a full answer
         tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
         raise RuntimeError(f"retriever index failed (exit {done.returncode}): {tail}")
+    via = json.loads(done.stdout).get("via")
+    if via != ("process" if service == "off" else "service"):
+        raise RuntimeError(f"RETRIEVER_SERVICE={service}, but the {via} answered")
     return took
 
 
@@ -191,9 +200,7 @@ def _whole_commands(vault: Path, home: Path, model: str, edited: Path) -> dict[s
     out["noop_service_s"] = _command_s(vault, home, model, "auto")
     edit()
     out["edit_service_s"] = _command_s(vault, home, model, "auto")
-    exe = Path(sys.executable).parent / "retriever"
-    env = dict(os.environ, RETRIEVER_HOME=str(home))
-    subprocess.run([str(exe), "serve", "--stop"], env=env, capture_output=True, timeout=60)
+    _retriever(home, "serve", "--stop")
     return out
 
 

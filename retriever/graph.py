@@ -61,8 +61,9 @@ def random_walk_scores(
     from everywhere (a home page, an index) does not win every query; scores are damped
     once more by degree on the way out. Returns the non-seed neighbours, best first. Power
     iteration over the local neighbourhood's links, bounded so it stays around a
-    millisecond on dense vaults: the walk never expands through hubs (more than ``hub_degree`` links) and stops
-    growing at ``max_nodes``; 15 steps with restart 0.3 leave under 1% of the mass unsettled.
+    millisecond on dense vaults: the walk never expands through hubs (more than
+    ``hub_degree`` links) and stops growing at ``max_nodes``; 15 steps with restart 0.3
+    leave under 1% of the mass unsettled.
     """
     adj = graph.adj
     present = {n: w for n, w in seeds.items() if n in adj and w > 0}
