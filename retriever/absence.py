@@ -2,20 +2,22 @@
 
 Signals of one search: how many query terms the best passage holds, the best cosine and
 how far it stands above the tenth, how far the best BM25 score stands above the tenth,
-whether both arms agree on the top notes, and how strongly the query names a note. Every
-search reports them (``signals``); calibration turns them into thresholds per (vault,
-model): a cosine threshold learned from the vault's own answerable pseudo-queries instead
-of one constant that suits one model's cosine scale.
+whether both arms agree on the top notes, how strongly the query names a note, whether it
+names something (Barcelona, WireGuard) no passage mentions, and whether it is written in a
+language the vault is not. Every search reports them (``signals``); calibration turns them
+into thresholds per (vault, model): a cosine threshold learned from the vault's own
+answerable pseudo-queries instead of one constant that suits one model's cosine scale.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
+from retriever import languages
 from retriever.ranking import Arms
 
 GAP_DEPTH = 10  # compare the best score with the one at this rank
@@ -39,6 +41,22 @@ def unknown_share(terms: Mapping[str, int], idfs: Mapping[str, float], unknown_i
     if total <= 0:
         return 0.0
     return sum(w for t, w in weights.items() if t not in idfs) / total
+
+
+def unknown_name(names: Sequence[tuple[str, ...]], known: Callable[[str], bool]) -> float:
+    """1.0 when the query names something no passage holds: a word it writes as a name
+    (``lexical.named_words``) none of whose tokens is ``known``."""
+    return float(any(not any(known(t) for t in tokens) for tokens in names))
+
+
+def foreign(queries: Sequence[str], vault_languages: Sequence[str]) -> float:
+    """1.0 when every query is clearly in a language that is not the vault's (unknown
+    vault languages: never). Its words then miss the vault by translation, not because
+    the vault lacks the subject, so coverage and unknown words say nothing."""
+    if not vault_languages or not queries:
+        return 0.0
+    langs = [languages.query_language(q) for q in queries]
+    return float(all(lang is not None and lang not in vault_languages for lang in langs))
 
 
 def _merged(lists: Sequence[Mapping[int, float]]) -> list[float]:
@@ -72,9 +90,17 @@ def _top_docs(lists: Sequence[Mapping[int, float]], doc_of: Mapping[int, int]) -
     return out
 
 
-def signals(arms: Arms, coverage: float, unknown: float = 0.0) -> dict[str, float]:
+def signals(
+    arms: Arms,
+    coverage: float,
+    unknown: float = 0.0,
+    *,
+    named: float = 0.0,
+    foreign: float = 0.0,
+) -> dict[str, float]:
     """The absence signals of one search (``coverage``: share of the query's terms that
-    the best passage holds; ``unknown``: see ``unknown_share``)."""
+    the best passage holds; ``unknown``: see ``unknown_share``; ``named``: see
+    ``unknown_name``; ``foreign``: see ``foreign``)."""
     cosines = _merged(arms.semantic)
     lexical = [max(r.values()) for r in arms.lexical if r]
     lex_gap = max(
@@ -87,6 +113,8 @@ def signals(arms: Arms, coverage: float, unknown: float = 0.0) -> dict[str, floa
     return {
         "coverage": coverage,
         "unknown": unknown,
+        "unknown_name": named,
+        "foreign": foreign,
         "best_cosine": cosines[0] if cosines else 0.0,
         "cosine_gap": _gap(cosines, relative=False),
         "lexical_gap": lex_gap if lexical else 0.0,
@@ -97,7 +125,12 @@ def signals(arms: Arms, coverage: float, unknown: float = 0.0) -> dict[str, floa
 
 @dataclass(frozen=True, slots=True)
 class AbsenceModel:
-    """Flag a search as likely unanswered when either rule holds:
+    """Flag a search as likely unanswered when the query names something no passage
+    mentions (``unknown_name``: evidence no model has to weigh). Otherwise, a query in a
+    language the vault is not written in (``foreign``; ``languages``: the vault's) is
+    never flagged: its coverage and unknown words say nothing, and a model's cosine across
+    languages is not on the scale the thresholds were read from. Otherwise, when either
+    rule holds:
 
     - every signal is below its threshold: few query terms in the best passage, and a
       best cosine (or, lexical only, a BM25 lead) that is low *for this vault and model*:
@@ -113,8 +146,13 @@ class AbsenceModel:
     thresholds: dict[str, float]
     quantile: float
     unknown_limits: dict[str, float] = field(default_factory=dict)
+    languages: tuple[str, ...] = ()
 
     def absent(self, sig: Mapping[str, float]) -> bool:
+        if sig.get("unknown_name", 0.0) >= 1.0:
+            return True
+        if sig.get("foreign", 0.0) >= 1.0:
+            return False
         if all(sig.get(name, 0.0) < limit for name, limit in self.thresholds.items()):
             return True
         return (
@@ -133,6 +171,7 @@ class AbsenceModel:
             dict(data["thresholds"]),
             float(data["quantile"]),
             dict(data.get("unknown_limits") or {}),
+            tuple(data.get("languages") or ()),
         )
 
 
@@ -142,6 +181,7 @@ def fit(
     semantic: bool,
     coverage: float,
     quantile: float,
+    vault_languages: Sequence[str] = (),
 ) -> AbsenceModel:
     """Thresholds from the signals of answerable pseudo-queries: the query-term coverage
     is a fixed share (it does not depend on the model); the model-dependent signal's
@@ -155,7 +195,10 @@ def fit(
 
     loose = max(quantile, UNKNOWN_QUANTILE)
     return AbsenceModel(
-        {"coverage": coverage, name: limit(quantile)}, quantile, {name: limit(loose)}
+        {"coverage": coverage, name: limit(quantile)},
+        quantile,
+        {name: limit(loose)},
+        tuple(vault_languages),
     )
 
 

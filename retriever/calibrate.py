@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from retriever import absence
+from retriever import absence, languages
 from retriever.calibration_store import LEXICAL_KEY, save
 from retriever.embed import Embedder, InvalidVectorError
-from retriever.lexical import BM25Params, idf, query_terms, term_idf, tokenize
+from retriever.lexical import BM25Params, idf, named_words, query_terms, term_idf, tokenize
 from retriever.pseudo import NoteSample, PseudoQuery, Section, make_queries, name_key, note_order
 from retriever.ranking import DEFAULT_RANKING, Arms, Ranking, Walk, fuse, ranked_docs
 from retriever.search import Scope, Searcher
@@ -343,7 +343,11 @@ class AbsenceSignals:
 
 
 def absence_signals(
-    conn: psycopg.Connection, bench: Workbench, ranking: Ranking, which: Sequence[int]
+    conn: psycopg.Connection,
+    bench: Workbench,
+    ranking: Ranking,
+    which: Sequence[int],
+    vault_languages: Sequence[str] = (),
 ) -> AbsenceSignals:
     """Signals of each query with its note there, and with its note left out."""
     cases: list[tuple[int, Arms, int | None]] = []
@@ -365,9 +369,16 @@ def absence_signals(
         qterms = query_terms(bench.queries[i].text)
         held = terms.get(top, set()) if top is not None else set()
         coverage = sum(1 for t in qterms if lex.ids.get(t) in held) / len(qterms) if qterms else 0.0
+        text = bench.queries[i].text
         left_out = held_by.get(bench.queries[i].doc) if n % 2 else None
-        unknown = lex.unknown(qterms, left_out)
-        (present if n % 2 == 0 else missing).append(absence.signals(arms, coverage, unknown))
+        sig = absence.signals(
+            arms,
+            coverage,
+            lex.unknown(qterms, left_out),
+            named=absence.unknown_name(named_words(text), lex.holds(left_out)),
+            foreign=absence.foreign([text], vault_languages),
+        )
+        (present if n % 2 == 0 else missing).append(sig)
     return AbsenceSignals(present, missing, found)
 
 
@@ -388,6 +399,11 @@ class Lexicon:
         n = conn.execute("SELECT n_chunks FROM lex_stats WHERE id = 1").fetchone()
         ids = {r[0]: int(r[1]) for r in rows}
         return cls(int(n[0]) if n else 0, ids, {r[0]: int(r[2]) for r in rows})
+
+    def holds(self, left_out: DocTerms | None) -> Callable[[str], bool]:
+        """Whether some passage holds a term, with ``left_out``'s chunks removed."""
+        counts = left_out.counts if left_out else Counter()
+        return lambda t: self.dfs.get(t, 0) - counts[self.ids.get(t, -1)] > 0
 
     def unknown(self, qterms: Counter[str], left_out: DocTerms | None) -> float:
         """``absence.unknown_share`` of the query, with ``left_out``'s chunks removed."""
@@ -429,6 +445,7 @@ def fit_absence(
     semantic: bool,
     coverage: float,
     quantile: float,
+    vault_languages: Sequence[str] = (),
 ) -> dict[str, Any] | None:
     """Thresholds from the choose half; both rates on the report half (the same queries
     with their note there, and left out). Title queries are left out: they name their
@@ -438,9 +455,15 @@ def fit_absence(
     report = [i for i in chooser.report if queries[i].kind != "title"]
     if min(len(choose), len(report)) < MIN_ABSENCE_QUERIES:
         return None
-    fit = absence_signals(conn, chooser.bench, ranking, choose)
-    model = absence.fit(fit.present, semantic=semantic, coverage=coverage, quantile=quantile)
-    rep = absence_signals(conn, chooser.bench, ranking, report)
+    fit = absence_signals(conn, chooser.bench, ranking, choose, vault_languages)
+    model = absence.fit(
+        fit.present,
+        semantic=semantic,
+        coverage=coverage,
+        quantile=quantile,
+        vault_languages=vault_languages,
+    )
+    rep = absence_signals(conn, chooser.bench, ranking, report, vault_languages)
     found = [m for m, f in zip(rep.missing, rep.found, strict=True) if f]
     return {
         "model": model.to_dict(),
@@ -510,7 +533,11 @@ def calibrate(
         bench = Workbench(queries, arm_lists, searcher.titles.first_chunk, walk)
         return Chooser(bench, split["choose"], split["report"])
 
-    limits = {"coverage": absent_coverage, "quantile": absent_quantile}
+    limits: dict[str, Any] = {
+        "coverage": absent_coverage,
+        "quantile": absent_quantile,
+        "vault_languages": languages.present(s.text for n in notes for s in n.sections),
+    }
     base = _base_report(conn, n_docs, queries, split, few)
     lexical = chooser([_lexical_only(a) for a in arms])
     lex_ranking = DEFAULT_RANKING if few else choose_ranking(lexical, hybrid=False)
@@ -570,7 +597,7 @@ def _hybrid_result(
     hybrid: Chooser,
     few: bool,
     lex_absence: dict[str, Any] | None,
-    limits: dict[str, float],
+    limits: dict[str, Any],
 ) -> dict[str, Any]:
     """The ranking chosen for the model (corrected for the pseudo-queries' lexical bias)
     and its absence thresholds, beside the lexical ones that serve when it is down."""

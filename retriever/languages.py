@@ -129,3 +129,38 @@ def covers(languages: frozenset[str] | None, lang: str) -> bool | None:
     if languages is None:
         return None
     return languages == ANY or lang in languages
+
+
+# A query is short: its question words and articles say more than the passage lists above
+# (which leave out words other languages share). Only the languages the normaliser knows.
+QUERY_WORDS: dict[str, frozenset[str]] = {
+    "en": STOPWORDS["en"] | frozenset("how what why where who does do did my in on it".split()),
+    "fr": STOPWORDS["fr"]
+    | frozenset(
+        "comment quel quelle quels quelles pourquoi combien où de la du un mes mon ma je".split()
+    ),
+}
+MIN_QUERY_HITS = 2
+MIN_VAULT_SHARE = 0.05  # a language this rare among the vault's passages is not the vault's
+
+
+def query_language(text: str) -> str | None:
+    """The query's language when its function words clearly say so (None: unsure)."""
+    counts: Counter[str] = Counter()
+    for word in _WORD.findall(text.lower()):
+        for lang, words in QUERY_WORDS.items():
+            if word in words:
+                counts[lang] += 1
+    if not counts:
+        return None
+    (best, hits), *rest = counts.most_common(2)
+    if hits < MIN_QUERY_HITS or (rest and rest[0][1] * 2 > hits):
+        return None
+    return best
+
+
+def present(texts: Iterable[str]) -> tuple[str, ...]:
+    """The languages of at least MIN_VAULT_SHARE of the passages that have a guess."""
+    found = Counter(lang for t in texts if (lang := guess(t)) is not None)
+    total = sum(found.values())
+    return tuple(sorted(lang for lang, n in found.items() if n >= MIN_VAULT_SHARE * total))

@@ -175,6 +175,29 @@ def weighted_terms(fields: Iterable[tuple[str, float]]) -> LexicalData:
     return LexicalData(terms, [counts[t] for t in terms], length)
 
 
+# Capitals at a sentence's start, or in a query written in Title Case, say nothing.
+_SENTENCE_END = re.compile(r"[.!?:;\n]")
+
+
+def named_words(text: str) -> list[tuple[str, ...]]:
+    """The tokens of each word the query writes as a name: capitalised inside a sentence
+    (Barcelona, Dune) or with capitals past its first letter (GPU, WireGuard)."""
+    folded = strip_accents(text[:20_000])
+    words = list(_WORD.finditer(folded))
+    if sum(m.group()[0].isupper() for m in words) * 2 > len(words):
+        return []
+    out: list[tuple[str, ...]] = []
+    end = None  # where the previous word ended (None: no word yet)
+    for m in words:
+        word = m.group()
+        starts = end is None or _SENTENCE_END.search(folded, end, m.start()) is not None
+        end = m.end()
+        capital = word[0].isupper() and not starts
+        if (capital or any(c.isupper() for c in word[1:])) and (tokens := _tokens_of(word)):
+            out.append(tokens)
+    return out
+
+
 def query_terms(text: str) -> Counter[str]:
     """Query-side tokens with multiplicity; empty when the text holds only stopwords."""
     return Counter(tokenize(text[:20_000]))

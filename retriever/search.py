@@ -19,7 +19,9 @@ from retriever.absence import (
     UNKNOWN_MAX_COVERAGE,
     UNKNOWN_SHARE,
     AbsenceModel,
+    foreign,
     signals,
+    unknown_name,
     unknown_share,
 )
 from retriever.budget import allocate, estimate_tokens
@@ -27,7 +29,7 @@ from retriever.calibration_store import LEXICAL_KEY, CalibrationCache
 from retriever.doc_filter import DocFilter
 from retriever.embed import Embedder, EmbedderError, ZeroVectorError
 from retriever.graph import LinkGraph, random_walk_scores
-from retriever.lexical import BM25Params, bm25_search, query_terms, term_idf
+from retriever.lexical import BM25Params, bm25_search, named_words, query_terms, term_idf
 from retriever.query_input import (
     MODES,
     Mode,
@@ -273,7 +275,9 @@ class Searcher:
         ranked_ids = [c for c in ranked_ids if c in rows]
         hits = self._deliver(ranked_ids, rows, scores, opts, arms, lifted, vault)
         coverage = _coverage(conn, ranked_ids[0], queries) if ranked_ids else 0.0
-        sig = signals(arms, coverage, _unknown(conn, queries))
+        unknown, named = _unknown(conn, queries)
+        languages = absence.languages if absence is not None else ()
+        sig = signals(arms, coverage, unknown, named=named, foreign=foreign(queries, languages))
         result = SearchResult(
             queries=queries,
             mode=sem.mode,
@@ -542,7 +546,10 @@ def default_absent(sig: Mapping[str, float], opts: SearchOptions, *, semantic: b
     """The uncalibrated rule: few query terms in the best passage and, when there is a
     semantic arm, a weak best cosine too (its threshold suits static models); with a
     semantic arm, a query the vault has never heard of (``UNKNOWN_SHARE``, most of its
-    words missing from the best passage) needs only the weak cosine."""
+    words missing from the best passage) needs only the weak cosine. A query that names
+    something no passage mentions is flagged whatever the rest says."""
+    if sig.get("unknown_name", 0.0) >= 1.0:
+        return True
     coverage = sig["coverage"]
     if not semantic:
         return coverage < opts.absent_coverage
@@ -550,12 +557,14 @@ def default_absent(sig: Mapping[str, float], opts: SearchOptions, *, semantic: b
     return (coverage < opts.absent_coverage or unheard) and sig["best_cosine"] < opts.absent_cosine
 
 
-def _unknown(conn: psycopg.Connection, queries: list[str]) -> float:
+def _unknown(conn: psycopg.Connection, queries: list[str]) -> tuple[float, float]:
     """The least, over the queries, of the share of a query's IDF mass in words that no
-    passage holds."""
+    passage holds, and of ``unknown_name``."""
     terms = [query_terms(q) for q in queries]
     idfs, unknown_idf = term_idf(conn, sorted(set().union(*terms)))
-    return min((unknown_share(t, idfs, unknown_idf) for t in terms if t), default=0.0)
+    share = min((unknown_share(t, idfs, unknown_idf) for t in terms if t), default=0.0)
+    named = min(unknown_name(named_words(q), idfs.__contains__) for q in queries)
+    return share, named
 
 
 def _coverage(conn: psycopg.Connection, chunk_id: int, queries: list[str]) -> float:

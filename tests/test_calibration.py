@@ -259,3 +259,30 @@ def test_absence_knows_which_words_the_vault_holds(make_app, hobby_vault_dir, ho
     query = query_terms("kitesurfing club")
     assert lex.unknown(query, None) == 0.0
     assert lex.unknown(query, left_out) > 0.0
+
+
+def test_absence_flags_a_name_the_vault_never_mentions_and_spares_another_language(
+    make_app, hobby_vault_dir, hobby_model
+) -> None:
+    kite = "# Kite\n\nKitesurfing off the Brighton pier.\n"
+    (hobby_vault_dir / "Kite notes.md").write_text(kite)
+    app = make_app(hobby_vault_dir, model=hobby_model, calibrate=True)
+    app.index()
+    stored = app.calibration()
+    assert stored is not None
+    assert stored["absence"]["hybrid"]["model"]["languages"] == ["en"]
+    # Every word but the name is the vault's: only the name says the answer is not there.
+    named = app.search("Which Torquay club meets on Tuesday evenings near the library?")
+    assert named.signals["unknown_name"] == 1.0 and named.likely_absent
+    known = app.search("Which Brighton club meets on Tuesday evenings near the library?")
+    assert known.signals["unknown_name"] == 0.0 and not known.likely_absent
+    # French words miss an English vault by translation: no verdict from them.
+    french = app.search("Quel est le prix du kit pour les débutants dans le club ?")
+    assert french.signals["foreign"] == 1.0 and not french.likely_absent
+    # Calibration's left-out queries: the name leaves the vault with its note.
+    with app.db.connection() as conn:
+        (term,) = query_terms("Brighton")
+        lex = Lexicon.load(conn, {term})
+        row = conn.execute("SELECT id FROM documents WHERE path = 'Kite notes.md'").fetchone()
+        left_out = _doc_term_counts(conn, [row[0]])[row[0]]
+    assert lex.holds(None)(term) and not lex.holds(left_out)(term)

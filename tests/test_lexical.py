@@ -17,6 +17,7 @@ from retriever.lexical import (
     _stats,
     bm25_search,
     idf,
+    named_words,
     query_terms,
     tokenize,
 )
@@ -56,6 +57,30 @@ def test_english_stopwords_and_inflections() -> None:
 def test_query_terms_survive_hostile_text() -> None:
     for text in ["", "   ", "& | ! : * ( ) \\", "\x00\x01\x02", "🙂🙃", "a" * 100_000, "שלום עולם"]:
         assert isinstance(query_terms(text), dict)
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("What did I think of Dune?", ["dun"]),
+        ("Which GPU is in my gaming PC?", ["gpu", "pc"]),
+        ("How do I set up WireGuard?", ["wireguard"]),
+        ("Restoring notes fails. Backups are there", []),  # sentence starts say nothing
+        ("I use Linux. Where are my backups?", ["linux"]),
+        ("Lisbon Sintra Day Trip", []),  # Title Case says nothing
+        ("sourdough starter feeding", []),
+        ("", []),
+    ],
+)
+def test_named_words_are_the_words_a_query_writes_as_names(text: str, names: list[str]) -> None:
+    found = named_words(text)
+    assert [tokens[0] for tokens in found] == names  # each name's whole (stemmed) word first
+    assert all(tokens == tuple(tokenize(tokens[0])) or len(tokens) > 1 for tokens in found)
+
+
+def test_named_words_survive_hostile_text() -> None:
+    for text in ["& | ! : * ( )", "\x00\x01", "🙂 Émile", "Word " * 50_000, "a. B. C."]:
+        assert isinstance(named_words(text), list)
 
 
 def test_idf_never_negative() -> None:

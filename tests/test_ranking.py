@@ -6,11 +6,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retriever.absence import UNKNOWN_SHARE, AbsenceModel, fit, signals, unknown_share
+from retriever.absence import (
+    UNKNOWN_SHARE,
+    AbsenceModel,
+    fit,
+    foreign,
+    signals,
+    unknown_name,
+    unknown_share,
+)
 from retriever.calibrate import Chooser
 from retriever.lexical import tokenize
 from retriever.pseudo import NoteSample, Section, make_queries, note_order, plain_text
 from retriever.ranking import DEFAULT_RANKING, Arms, Ranking, fuse, ranked_docs
+from retriever.search import SearchOptions, default_absent
 from retriever.titles import TitleIndex, note_names
 
 
@@ -260,6 +269,39 @@ def test_an_unknown_subject_needs_only_an_unconvinced_model() -> None:
     assert not legacy.absent(unheard)  # a stored model without the rule keeps its behaviour
 
 
+def test_a_query_naming_what_no_note_mentions_is_flagged_whatever_the_model_says() -> None:
+    answerable = [{"coverage": 0.9, "best_cosine": c / 100} for c in range(50, 100)]
+    model = fit(answerable, semantic=True, coverage=0.4, quantile=0.2, vault_languages=["en"])
+    convinced = {"coverage": 0.7, "unknown": 0.3, "best_cosine": 0.95}
+    assert not model.absent(convinced)
+    assert model.absent({**convinced, "unknown_name": 1.0})
+    assert AbsenceModel.from_dict(model.to_dict()) == model
+    assert AbsenceModel.from_dict(model.to_dict()).languages == ("en",)
+
+
+def test_a_query_in_a_language_the_vault_is_not_written_in_is_not_flagged() -> None:
+    answerable = [{"coverage": 0.9, "best_cosine": c / 100} for c in range(50, 100)]
+    model = fit(answerable, semantic=True, coverage=0.4, quantile=0.2, vault_languages=["en"])
+    weak = {"coverage": 0.1, "unknown": 0.9, "best_cosine": 0.3}
+    assert model.absent(weak)
+    assert not model.absent({**weak, "foreign": 1.0})  # its words miss by translation
+    assert model.absent({**weak, "foreign": 1.0, "unknown_name": 1.0})
+    french = "Comment restaurer un fichier depuis la sauvegarde ?"
+    assert foreign([french], ["en"]) == 1.0
+    assert foreign([french], ["en", "fr"]) == 0.0
+    assert foreign([french], []) == 0.0  # the vault's languages are unknown
+    assert foreign([french, "How do I restore a file from the backup?"], ["en"]) == 0.0
+    assert foreign(["restic"], ["en"]) == 0.0  # too short to tell
+
+
+def test_unknown_name_needs_every_token_of_a_name_unknown() -> None:
+    known = {"pi", "dendron"}.__contains__
+    assert unknown_name([("wireguard",)], known) == 1.0
+    assert unknown_name([("dendron",), ("wireguard",)], known) == 1.0
+    assert unknown_name([("pi-hole", "pi", "hole")], known) == 0.0  # "pi" is there
+    assert unknown_name([], known) == 0.0
+
+
 def test_unknown_share_weighs_terms_by_idf() -> None:
     idfs = {"backup": 1.0, "restic": 3.0}
     assert unknown_share({"backup": 1, "restic": 1}, idfs, 5.0) == 0.0
@@ -301,3 +343,11 @@ def test_each_fusion_keeps_its_best_semantic_weight_whatever_the_grid_order() ->
     assert chooser.best_weights([high, low]) == [high]  # a weight listed first gains nothing
     # Across fusions the simpler one (listed first) still wins within the noise.
     assert chooser.pick(chooser.best_weights([low, high, rrf_low])) == high
+
+
+def test_the_uncalibrated_rule_also_flags_a_name_no_note_mentions() -> None:
+    opts = SearchOptions()
+    convinced = {"coverage": 0.8, "unknown": 0.2, "best_cosine": 0.9}
+    assert not default_absent(convinced, opts, semantic=True)
+    assert default_absent({**convinced, "unknown_name": 1.0}, opts, semantic=True)
+    assert default_absent({**convinced, "unknown_name": 1.0}, opts, semantic=False)

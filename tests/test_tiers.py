@@ -416,6 +416,22 @@ def test_language_guess_and_model_table() -> None:
     assert languages.model_languages("/somewhere/my-own-model") is None  # unknown: no warning
 
 
+def test_query_language_from_a_short_question() -> None:
+    assert languages.query_language("Quel raccourci permet de supprimer la note ?") == "fr"
+    assert languages.query_language("Où manger des quenelles à Lyon ?") == "fr"
+    assert languages.query_language("What sights are worth seeing in Lyon?") == "en"
+    assert languages.query_language("shakshuka ingredients") is None  # nothing says
+    assert languages.query_language("the and de la") is None  # mixed: unsure
+
+
+def test_vault_languages_are_those_of_a_real_share_of_passages() -> None:
+    english = "The server is in the rack and the disks are full of data."
+    french = "Le serveur est dans la baie et les disques sont pleins."
+    assert languages.present([english] * 30 + [french] * 2) == ("en", "fr")
+    assert languages.present([english] * 40 + [french]) == ("en",)
+    assert languages.present(["restic"]) == ()
+
+
 FRENCH = [
     "La sauvegarde des données est faite chaque nuit avec restic, et les instantanés sont "
     "gardés pendant trente jours sur le disque externe.",
