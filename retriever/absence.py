@@ -11,7 +11,7 @@ answerable pseudo-queries instead of one constant that suits one model's cosine 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -28,6 +28,10 @@ UNKNOWN_SHARE = 0.5
 # ... and then the model only has to be unconvinced, not weak: a best cosine (or BM25
 # lead) below the median of what answerable pseudo-queries reach.
 UNKNOWN_QUANTILE = 0.5
+# "It names something the vault never mentions": names no passage holds make at least this
+# share of the query's distinct terms (1 in 10: the subject of a question, not one detail
+# of a pasted abstract). Lexical, so no model owns it.
+NAME_SHARE = 0.1
 # Only for a query whose words mostly miss the best passage: "restic backup ops" with one
 # unheard word still names what it wants.
 UNKNOWN_MAX_COVERAGE = 0.5
@@ -43,10 +47,16 @@ def unknown_share(terms: Mapping[str, int], idfs: Mapping[str, float], unknown_i
     return sum(w for t, w in weights.items() if t not in idfs) / total
 
 
-def unknown_name(names: Sequence[tuple[str, ...]], known: Callable[[str], bool]) -> float:
-    """1.0 when the query names something no passage holds: a word it writes as a name
-    (``lexical.named_words``) none of whose tokens is ``known``."""
-    return float(any(not any(known(t) for t in tokens) for tokens in names))
+def unknown_name(
+    names: Sequence[tuple[str, ...]], known: Callable[[str], bool], terms: Iterable[str]
+) -> float:
+    """Share of the query's distinct ``terms`` that belong to a word it writes as a name
+    (``lexical.named_words``) none of whose tokens is ``known``: a name no passage
+    mentions. A share, not a yes/no: in a short question such a name is the subject
+    (Dune, WireGuard); in a pasted abstract it is one detail among many."""
+    distinct = set(terms)
+    unknown = {t for tokens in names if not any(known(t) for t in tokens) for t in tokens}
+    return len(unknown & distinct) / len(distinct) if distinct else 0.0
 
 
 def foreign(queries: Sequence[str], vault_languages: Sequence[str]) -> float:
@@ -126,11 +136,11 @@ def signals(
 @dataclass(frozen=True, slots=True)
 class AbsenceModel:
     """Flag a search as likely unanswered when the query names something no passage
-    mentions (``unknown_name``: evidence no model has to weigh). Otherwise, a query in a
-    language the vault is not written in (``foreign``; ``languages``: the vault's) is
-    never flagged: its coverage and unknown words say nothing, and a model's cosine across
-    languages is not on the scale the thresholds were read from. Otherwise, when either
-    rule holds:
+    mentions (``unknown_name`` at least NAME_SHARE: evidence no model has to weigh).
+    Otherwise, a query in a language the vault is not written in (``foreign``;
+    ``languages``: the vault's) is never flagged: its coverage and unknown words say
+    nothing, and a model's cosine across languages is not on the scale the thresholds were
+    read from. Otherwise, when either rule holds:
 
     - every signal is below its threshold: few query terms in the best passage, and a
       best cosine (or, lexical only, a BM25 lead) that is low *for this vault and model*:
@@ -149,7 +159,7 @@ class AbsenceModel:
     languages: tuple[str, ...] = ()
 
     def absent(self, sig: Mapping[str, float]) -> bool:
-        if sig.get("unknown_name", 0.0) >= 1.0:
+        if sig.get("unknown_name", 0.0) >= NAME_SHARE:
             return True
         if sig.get("foreign", 0.0) >= 1.0:
             return False

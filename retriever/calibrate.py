@@ -375,7 +375,7 @@ def absence_signals(
             arms,
             coverage,
             lex.unknown(qterms, left_out),
-            named=absence.unknown_name(named_words(text), lex.holds(left_out)),
+            named=absence.unknown_name(named_words(text), lex.holds(left_out), qterms),
             foreign=absence.foreign([text], vault_languages),
         )
         (present if n % 2 == 0 else missing).append(sig)

@@ -16,6 +16,7 @@ import psycopg
 
 from retriever import store
 from retriever.absence import (
+    NAME_SHARE,
     UNKNOWN_MAX_COVERAGE,
     UNKNOWN_SHARE,
     AbsenceModel,
@@ -548,7 +549,7 @@ def default_absent(sig: Mapping[str, float], opts: SearchOptions, *, semantic: b
     semantic arm, a query the vault has never heard of (``UNKNOWN_SHARE``, most of its
     words missing from the best passage) needs only the weak cosine. A query that names
     something no passage mentions is flagged whatever the rest says."""
-    if sig.get("unknown_name", 0.0) >= 1.0:
+    if sig.get("unknown_name", 0.0) >= NAME_SHARE:
         return True
     coverage = sig["coverage"]
     if not semantic:
@@ -563,7 +564,10 @@ def _unknown(conn: psycopg.Connection, queries: list[str]) -> tuple[float, float
     terms = [query_terms(q) for q in queries]
     idfs, unknown_idf = term_idf(conn, sorted(set().union(*terms)))
     share = min((unknown_share(t, idfs, unknown_idf) for t in terms if t), default=0.0)
-    named = min(unknown_name(named_words(q), idfs.__contains__) for q in queries)
+    named = min(
+        unknown_name(named_words(q), idfs.__contains__, t)
+        for q, t in zip(queries, terms, strict=True)
+    )
     return share, named
 
 

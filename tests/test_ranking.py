@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from retriever.absence import (
+    NAME_SHARE,
     UNKNOWN_SHARE,
     AbsenceModel,
     fit,
@@ -294,12 +295,17 @@ def test_a_query_in_a_language_the_vault_is_not_written_in_is_not_flagged() -> N
     assert foreign(["restic"], ["en"]) == 0.0  # too short to tell
 
 
-def test_unknown_name_needs_every_token_of_a_name_unknown() -> None:
-    known = {"pi", "dendron"}.__contains__
-    assert unknown_name([("wireguard",)], known) == 1.0
-    assert unknown_name([("dendron",), ("wireguard",)], known) == 1.0
-    assert unknown_name([("pi-hole", "pi", "hole")], known) == 0.0  # "pi" is there
-    assert unknown_name([], known) == 0.0
+def test_unknown_name_is_the_share_of_the_query_in_names_no_passage_holds() -> None:
+    known = {"pi", "dendron", "set", "server"}.__contains__
+    assert unknown_name([("wireguard",)], known, ["set", "wireguard"]) == 0.5
+    assert unknown_name([("dendron",), ("wireguard",)], known, ["dendron", "wireguard"]) == 0.5
+    hole = ("pi-hole", "pi", "hole")
+    assert unknown_name([hole], known, ["pi-hole", "pi", "hole"]) == 0.0  # "pi" is there
+    assert unknown_name([], known, ["set"]) == 0.0
+    assert unknown_name([("wireguard",)], known, []) == 0.0
+    # In a pasted abstract, one unheard name is a detail, not the subject.
+    long_text = ["server", "wireguard", *(f"word{i}" for i in range(20))]
+    assert unknown_name([("wireguard",)], known, long_text) < NAME_SHARE
 
 
 def test_unknown_share_weighs_terms_by_idf() -> None:
