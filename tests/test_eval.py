@@ -54,6 +54,7 @@ def test_eval_on_the_test_vault_reports_every_metric(
         assert "per_kind" in r
     assert by_name["lexical"]["modes_used"] == ["lexical"]
     assert by_name["semantic"]["modes_used"] == ["semantic"]
+    assert by_name["calibrated-lexical"]["modes_used"] == ["lexical"]
     # Keyword questions are easy: a working engine gets most of them at rank 1.
     assert by_name["lexical"]["per_kind"]["keyword"]["hit@1"] >= 0.7
 
