@@ -107,10 +107,12 @@ def signals(
     *,
     named: float = 0.0,
     foreign: float = 0.0,
+    terms: int = 0,
 ) -> dict[str, float]:
     """The absence signals of one search (``coverage``: share of the query's terms that
     the best passage holds; ``unknown``: see ``unknown_share``; ``named``: see
-    ``unknown_name``; ``foreign``: see ``foreign``)."""
+    ``unknown_name``; ``foreign``: see ``foreign``; ``terms``: the query's distinct
+    terms)."""
     cosines = _merged(arms.semantic)
     lexical = [max(r.values()) for r in arms.lexical if r]
     lex_gap = max(
@@ -125,6 +127,7 @@ def signals(
         "unknown": unknown,
         "unknown_name": named,
         "foreign": foreign,
+        "terms": float(terms),
         "best_cosine": cosines[0] if cosines else 0.0,
         "cosine_gap": _gap(cosines, relative=False),
         "lexical_gap": lex_gap if lexical else 0.0,
@@ -140,7 +143,9 @@ class AbsenceModel:
     Otherwise, a query in a language the vault is not written in (``foreign``;
     ``languages``: the vault's) is never flagged: its coverage and unknown words say
     nothing, and a model's cosine across languages is not on the scale the thresholds were
-    read from. Otherwise, when either rule holds:
+    read from. A query longer than every answerable pseudo-query the thresholds were read
+    from (``max_terms``; a pasted paragraph) is not flagged either: its coverage and score
+    lead are on another scale. Otherwise, when either rule holds:
 
     - every signal is below its threshold: few query terms in the best passage, and a
       best cosine (or, lexical only, a BM25 lead) that is low *for this vault and model*:
@@ -157,11 +162,14 @@ class AbsenceModel:
     quantile: float
     unknown_limits: dict[str, float] = field(default_factory=dict)
     languages: tuple[str, ...] = ()
+    max_terms: int = 0  # 0: no limit (a model stored before it was learnt)
 
     def absent(self, sig: Mapping[str, float]) -> bool:
         if sig.get("unknown_name", 0.0) >= NAME_SHARE:
             return True
         if sig.get("foreign", 0.0) >= 1.0:
+            return False
+        if self.max_terms and sig.get("terms", 0.0) > self.max_terms:
             return False
         if all(sig.get(name, 0.0) < limit for name, limit in self.thresholds.items()):
             return True
@@ -182,6 +190,7 @@ class AbsenceModel:
             float(data["quantile"]),
             dict(data.get("unknown_limits") or {}),
             tuple(data.get("languages") or ()),
+            int(data.get("max_terms") or 0),
         )
 
 
@@ -209,6 +218,7 @@ def fit(
         quantile,
         {name: limit(loose)},
         tuple(vault_languages),
+        int(max((s.get("terms", 0.0) for s in answerable), default=0.0)),
     )
 
 

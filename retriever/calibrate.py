@@ -377,6 +377,7 @@ def absence_signals(
             lex.unknown(qterms, left_out),
             named=absence.unknown_name(named_words(text), lex.holds(left_out), qterms),
             foreign=absence.foreign([text], vault_languages),
+            terms=len(qterms),
         )
         (present if n % 2 == 0 else missing).append(sig)
     return AbsenceSignals(present, missing, found)

@@ -59,6 +59,9 @@ ARM_DEPTH = 50  # candidates per arm and query
 # best passage and a weak best cosine. The cosine threshold suits static models only;
 # calibration replaces both with a model fitted to the vault and its model.
 ABSENT_COVERAGE = 0.4
+# Pseudo-queries, which calibrated thresholds are read from, run to about this many terms;
+# a longer query's coverage and score lead are on another scale.
+DEFAULT_MAX_TERMS = 16
 ABSENT_COSINE = 0.7
 
 _IDENTIFIER = re.compile(r"[a-z][A-Z]|\w_\w|\w\.\w|\d|::|->|\(\)")
@@ -276,9 +279,16 @@ class Searcher:
         ranked_ids = [c for c in ranked_ids if c in rows]
         hits = self._deliver(ranked_ids, rows, scores, opts, arms, lifted, vault)
         coverage = _coverage(conn, ranked_ids[0], queries) if ranked_ids else 0.0
-        unknown, named = _unknown(conn, queries)
+        unknown, named, n_terms = _unknown(conn, queries)
         languages = absence.languages if absence is not None else ()
-        sig = signals(arms, coverage, unknown, named=named, foreign=foreign(queries, languages))
+        sig = signals(
+            arms,
+            coverage,
+            unknown,
+            named=named,
+            foreign=foreign(queries, languages),
+            terms=n_terms,
+        )
         result = SearchResult(
             queries=queries,
             mode=sem.mode,
@@ -548,9 +558,12 @@ def default_absent(sig: Mapping[str, float], opts: SearchOptions, *, semantic: b
     semantic arm, a weak best cosine too (its threshold suits static models); with a
     semantic arm, a query the vault has never heard of (``UNKNOWN_SHARE``, most of its
     words missing from the best passage) needs only the weak cosine. A query that names
-    something no passage mentions is flagged whatever the rest says."""
+    something no passage mentions is flagged whatever the rest says; one longer than
+    DEFAULT_MAX_TERMS (a pasted paragraph) is not flagged on weak signals."""
     if sig.get("unknown_name", 0.0) >= NAME_SHARE:
         return True
+    if sig.get("terms", 0.0) > DEFAULT_MAX_TERMS:
+        return False
     coverage = sig["coverage"]
     if not semantic:
         return coverage < opts.absent_coverage
@@ -558,9 +571,9 @@ def default_absent(sig: Mapping[str, float], opts: SearchOptions, *, semantic: b
     return (coverage < opts.absent_coverage or unheard) and sig["best_cosine"] < opts.absent_cosine
 
 
-def _unknown(conn: psycopg.Connection, queries: list[str]) -> tuple[float, float]:
+def _unknown(conn: psycopg.Connection, queries: list[str]) -> tuple[float, float, int]:
     """The least, over the queries, of the share of a query's IDF mass in words that no
-    passage holds, and of ``unknown_name``."""
+    passage holds, of ``unknown_name``, and of the number of distinct terms."""
     terms = [query_terms(q) for q in queries]
     idfs, unknown_idf = term_idf(conn, sorted(set().union(*terms)))
     share = min((unknown_share(t, idfs, unknown_idf) for t in terms if t), default=0.0)
@@ -568,7 +581,7 @@ def _unknown(conn: psycopg.Connection, queries: list[str]) -> tuple[float, float
         unknown_name(named_words(q), idfs.__contains__, t)
         for q, t in zip(queries, terms, strict=True)
     )
-    return share, named
+    return share, named, min((len(t) for t in terms if t), default=0)
 
 
 def _coverage(conn: psycopg.Connection, chunk_id: int, queries: list[str]) -> float:

@@ -276,6 +276,11 @@ def test_absence_flags_a_name_the_vault_never_mentions_and_spares_another_langua
     assert named.signals["unknown_name"] >= NAME_SHARE and named.likely_absent
     known = app.search("Which Brighton club meets on Tuesday evenings near the library?")
     assert known.signals["unknown_name"] == 0.0 and not known.likely_absent
+    # The thresholds know how long the pseudo-queries they came from were (a longer
+    # query is not flagged on them: see test_ranking).
+    models = stored["absence"]
+    assert all(models[k]["model"]["max_terms"] >= 5 for k in ("hybrid", "lexical"))
+    assert named.signals["terms"] == len(query_terms(named.queries[0]))
     # French words miss an English vault by translation: no verdict from them.
     french = app.search("Quel est le prix du kit pour les débutants dans le club ?")
     assert french.signals["foreign"] == 1.0 and not french.likely_absent

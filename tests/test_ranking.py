@@ -357,3 +357,27 @@ def test_the_uncalibrated_rule_also_flags_a_name_no_note_mentions() -> None:
     assert not default_absent(convinced, opts, semantic=True)
     assert default_absent({**convinced, "unknown_name": 1.0}, opts, semantic=True)
     assert default_absent({**convinced, "unknown_name": 1.0}, opts, semantic=False)
+
+
+def test_a_query_longer_than_every_pseudo_query_is_not_flagged_on_weak_signals() -> None:
+    answerable = [
+        {"coverage": 0.9, "best_cosine": c / 100, "terms": 4 + c % 9} for c in range(50, 100)
+    ]
+    model = fit(answerable, semantic=True, coverage=0.4, quantile=0.2)
+    assert model.max_terms == 12  # the longest answerable pseudo-query
+    weak = {"coverage": 0.2, "best_cosine": 0.3, "terms": 12.0}
+    assert model.absent(weak)
+    pasted = {**weak, "terms": 40.0}  # a pasted paragraph: coverage is low by length
+    assert not model.absent(pasted)
+    assert model.absent({**pasted, "unknown_name": 1.0})
+    assert AbsenceModel.from_dict(model.to_dict()).max_terms == 12
+    legacy = AbsenceModel.from_dict({"thresholds": model.thresholds, "quantile": 0.2})
+    assert legacy.max_terms == 0 and legacy.absent(pasted)  # stored before: no limit
+
+
+def test_the_uncalibrated_rule_leaves_pasted_paragraphs_alone() -> None:
+    opts = SearchOptions()
+    weak = {"coverage": 0.1, "unknown": 0.0, "best_cosine": 0.2}
+    assert default_absent({**weak, "terms": 10.0}, opts, semantic=True)
+    assert not default_absent({**weak, "terms": 40.0}, opts, semantic=True)
+    assert not default_absent({**weak, "terms": 40.0}, opts, semantic=False)
