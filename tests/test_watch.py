@@ -89,7 +89,19 @@ def test_ctrl_c_during_the_first_index_ends_the_watch(make_app, tmp_path: Path) 
         (vault / f"note {i}.md").write_text(f"# Note {i}\n\nabout topic {i % 97}\n", "utf-8")
     app = make_app(vault)
     stop = threading.Event()
-    interrupt = threading.Timer(0.5, signal.raise_signal, args=(signal.SIGINT,))
+
+    def interrupt_the_index() -> None:
+        # Ctrl-C once the indexer holds SIGINT (a fixed delay raced a fast machine: the
+        # index could end first, and the watch then ended without an interrupted run).
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            handler = signal.getsignal(signal.SIGINT)
+            if type(getattr(handler, "__self__", None)).__name__ == "_StopFlag":
+                signal.raise_signal(signal.SIGINT)
+                return
+            time.sleep(0.002)
+
+    interrupt = threading.Thread(target=interrupt_the_index, daemon=True)
     safety = threading.Timer(60, stop.set)  # without the fix the watch would go on
     reports: list[object] = []
     started = time.monotonic()
@@ -98,7 +110,7 @@ def test_ctrl_c_during_the_first_index_ends_the_watch(make_app, tmp_path: Path) 
     try:
         watch_vault(app, stop=stop, on_report=reports.append)
     finally:
-        interrupt.cancel()
+        interrupt.join(timeout=30)
         safety.cancel()
     assert not stop.is_set(), "Ctrl-C did not end the watch"
     assert time.monotonic() - started < 55
