@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from retriever.scan import ALWAYS_EXCLUDED_DIRS, ScanReport, scan_vault
+from retriever.scan import ALWAYS_EXCLUDED_DIRS, ScanReport, VaultFilter, scan_vault
 from tests.conftest import TEST_VAULT
 
 
@@ -316,3 +316,16 @@ def test_real_folder_wins_over_a_symlink_to_it(tmp_path: Path) -> None:
     write(vault / "cooking" / "Dashi.md")
     (vault / "a-cooking").symlink_to(vault / "cooking", target_is_directory=True)
     assert paths(scan_vault(vault)) == ["cooking/Dashi.md"]
+
+
+def test_the_default_include_keeps_what_its_pattern_keeps(tmp_path: Path) -> None:
+    fast = VaultFilter(tmp_path, ("**/*.md",), ())
+    matched = VaultFilter(tmp_path, ("**/*.md", "**/*.md"), ())  # not the default: pathspec
+    paths = ["a.md", "A.MD", "b.Md", "x/.md", "x/y/z.md", "x.md.bak", "d.md/x.txt", "É/été.md"]
+    assert [fast.file_included(p) for p in paths] == [matched.file_included(p) for p in paths]
+    assert fast.file_included("x/y/z.md") and not fast.file_included("x.md.bak")
+    (tmp_path / ".indexignore").write_text("# only a comment\n\n", encoding="utf-8")
+    assert VaultFilter(tmp_path, ("**/*.md",), ()).file_included("a.md")
+    (tmp_path / ".indexignore").write_text("drafts/\n", encoding="utf-8")
+    ignoring = VaultFilter(tmp_path, ("**/*.md",), ())
+    assert not ignoring.file_included("drafts/a.md") and ignoring.file_included("a.md")
