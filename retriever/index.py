@@ -579,7 +579,8 @@ def _embed_pending(
         )
         about = {"fingerprint": embedder.fingerprint, "model_id": embedder.model_id}
         store.set_meta(conn, "model", {**about, "dim": embedder.dimension})
-    pending = store.pending_hashes(conn, model)
+    # Most runs embed nothing: two counts say so for less than the anti-join costs.
+    pending = store.pending_hashes(conn, model) if store.count_pending(conn, model) else []
     conn.commit()
     total = len(pending)
     if limit is not None:

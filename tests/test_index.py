@@ -1245,3 +1245,27 @@ def test_hnsw_index_is_built_once_past_the_threshold_and_search_agrees(
         assert scalar(db_url, hnsw) == 1 and building not in caplog.text
     approx = [h.path for h in app.search("backup snapshots", mode="semantic", fresh=False).hits]
     assert approx[:3] == exact[:3]  # the same best notes with the index in place
+
+
+def test_pending_counts_agree_with_the_passages_that_lack_a_vector(
+    make_app, vault_copy: Path, model_dir: Path
+) -> None:
+    app = make_app(vault_copy, model=model_dir)
+
+    def counts() -> tuple[int, int]:
+        embedder, _ = app.embedder()
+        assert embedder is not None
+        with app.db.connection() as conn:
+            row = store.model_row(conn, embedder.fingerprint)
+            assert row is not None
+            return store.count_pending(conn, row[0]), len(store.pending_hashes(conn, row[0]))
+
+    app.index(embed_limit=5)  # a few vectors, most passages pending
+    fast, exact = counts()
+    assert fast == exact > 0
+    app.index()
+    assert counts() == (0, 0)
+    (vault_copy / "Home.md").unlink()  # its passages and their vectors go together
+    (vault_copy / "Inbox.md").write_text("# Inbox\n\nA new passage to embed.\n", "utf-8")
+    app.index(embed=False)
+    assert counts() == (1, 1)
