@@ -283,6 +283,8 @@ class _Run:
     halt: threading.Event
     embed_limit: int | None
     clock: float = field(default_factory=time.perf_counter)
+    dropped: set[bytes] = field(default_factory=set)  # passages deleted chunks referred to
+    full_gc: bool = False  # an earlier run wrote and died before its GC: collect everywhere
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
@@ -306,8 +308,8 @@ def _run(run: _Run, full: bool, allow_full: bool = True, force: bool = False) ->
     if plan is None:
         return
     with run.db.connection() as conn:
-        written, resolve_all = _apply(run, conn, plan)
-        _record(run, conn, plan, written, resolve_all)
+        written = _apply(run, conn, plan)
+        _record(run, conn, plan, written)
         _embed_into_report(run, conn)
     run.report.interrupted = run.halt.is_set()
 
@@ -353,24 +355,27 @@ def _job(run: _Run, found: FileInfo, old: store.DocState | None) -> PrepareJob:
     return PrepareJob(str(run.vault), found.path, *chunking, known)
 
 
-def _apply(run: _Run, conn: psycopg.Connection, plan: _Plan) -> tuple[list[str], bool]:
-    """Delete, prepare and write, resolve links; returns (paths written, links all redone)."""
+def _apply(run: _Run, conn: psycopg.Connection, plan: _Plan) -> list[str]:
+    """Delete, prepare and write, resolve links; returns the paths written."""
     report = run.report
     if store.bulk_pending(conn):  # a bulk load died: its indexes and counts come back
         store.finish_bulk(conn)
     # A run that died after writing notes left this set: its links need resolving.
-    resolve_all = plan.structure_changed or bool(store.get_meta(conn, "links_pending", False))
+    died_writing = bool(store.get_meta(conn, "links_pending", False))
+    resolve_all = plan.structure_changed or died_writing
+    run.full_gc = died_writing or bool(store.get_meta(conn, "gc_pending", False))
     conn.commit()
     if plan.bulk:
         store.begin_bulk(conn)
     if plan.deleted:
         with conn.transaction():
-            report.chunks_removed += store.delete_documents(conn, plan.deleted)
+            report.chunks_removed += store.delete_documents(conn, plan.deleted, run.dropped)
             store.set_meta(conn, "links_pending", True)
+            store.set_meta(conn, "gc_pending", True)
         report.files_deleted = len(plan.deleted)
     run.lap("scan")
     written, aliases_changed = _write_changes(
-        conn, plan.jobs, report, run.progress, run.halt, plan.bulk
+        conn, plan.jobs, report, run.progress, run.halt, plan.bulk, run.dropped
     )
     run.lap("prepare_write")
     if plan.bulk:
@@ -387,17 +392,19 @@ def _apply(run: _Run, conn: psycopg.Connection, plan: _Plan) -> tuple[list[str],
         conn.execute("ANALYZE chunks, passages, documents")
         conn.commit()
     run.lap("links")
-    return written, resolve_all
+    return written
 
 
-def _record(
-    run: _Run, conn: psycopg.Connection, plan: _Plan, written: list[str], resolve_all: bool
-) -> None:
+def _record(run: _Run, conn: psycopg.Connection, plan: _Plan, written: list[str]) -> None:
     """Drop orphaned passages and record the run (pipeline version, vault, drift)."""
     report = run.report
     with conn.transaction():
-        if written or plan.deleted or resolve_all:  # only then can a passage be orphaned
-            report.passages_collected = store.gc_passages(conn)
+        if written or plan.deleted or run.full_gc:  # only then can a passage be orphaned
+            # Only this run's dropped passages can be new orphans, unless an earlier run
+            # wrote and died before its GC (gc_pending was set): then look at all.
+            among = None if run.full_gc else run.dropped
+            report.passages_collected = store.gc_passages(conn, among)
+            store.set_meta(conn, "gc_pending", False)
         if not run.halt.is_set():
             store.set_meta(conn, "pipeline_version", PIPELINE_VERSION)
         store.set_meta(conn, "last_index", {"at": time.time(), "vault": str(run.vault)})
@@ -464,8 +471,10 @@ def _write_changes(
     progress: ProgressFn | None,
     halt: threading.Event,
     bulk: bool = False,
+    dropped: set[bytes] | None = None,
 ) -> tuple[list[str], bool]:
-    """Prepare and write changed notes; returns (paths written, whether aliases changed)."""
+    """Prepare and write changed notes; returns (paths written, whether aliases changed).
+    The passages replaced chunks referred to join ``dropped``."""
     redactions: Counter[str] = Counter()
     batch: list[PreparedDoc] = []
     touched: list[tuple[str, int, int]] = []
@@ -484,11 +493,12 @@ def _write_changes(
             conn.execute("SET LOCAL synchronous_commit = off")
             if not bulk:  # a bulk load replaces no note
                 aliases_changed |= store.aliases_differ(conn, batch)
-            added, removed = store.write_documents(conn, batch, bulk=bulk)
+            added, removed = store.write_documents(conn, batch, bulk=bulk, dropped=dropped)
             written.extend(d.path for d in batch)
             store.touch_documents(conn, touched)
             if batch:
                 store.set_meta(conn, "links_pending", True)
+                store.set_meta(conn, "gc_pending", True)  # cleared by this run's GC
         report.chunks_added += added
         report.chunks_removed += removed
         report.files_changed += len(batch)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,8 +51,11 @@ class _Deltas:
     sum_len: float = 0.0
 
 
-def _forget(conn: psycopg.Connection, doc_ids: list[int], deltas: _Deltas) -> int:
-    """Remove the chunks and links of ``doc_ids``, subtracting them from the BM25 stats."""
+def _forget(
+    conn: psycopg.Connection, doc_ids: list[int], deltas: _Deltas, dropped: set[bytes] | None
+) -> int:
+    """Remove the chunks and links of ``doc_ids``, subtracting them from the BM25 stats;
+    the passages they referred to join ``dropped`` (what may now be orphaned)."""
     if not doc_ids:
         return 0
     removed, total = 0, 0.0
@@ -69,7 +72,11 @@ def _forget(conn: psycopg.Connection, doc_ids: list[int], deltas: _Deltas) -> in
             deltas.df[term] -= count
     deltas.n_chunks -= removed
     deltas.sum_len -= total
-    conn.execute("DELETE FROM chunks WHERE doc_id = ANY(%s)", (doc_ids,))
+    gone = conn.execute(
+        "DELETE FROM chunks WHERE doc_id = ANY(%s) RETURNING passage_hash", (doc_ids,)
+    ).fetchall()
+    if dropped is not None:
+        dropped.update(bytes(r[0]) for r in gone)
     conn.execute("DELETE FROM links WHERE doc_id = ANY(%s)", (doc_ids,))
     return removed
 
@@ -116,9 +123,14 @@ def aliases_differ(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> boo
 
 
 def write_documents(
-    conn: psycopg.Connection, docs: Sequence[PreparedDoc], *, bulk: bool = False
+    conn: psycopg.Connection,
+    docs: Sequence[PreparedDoc],
+    *,
+    bulk: bool = False,
+    dropped: set[bytes] | None = None,
 ) -> tuple[int, int]:
-    """Insert or replace ``docs``; returns (chunks added, chunks removed).
+    """Insert or replace ``docs``; returns (chunks added, chunks removed). The passages
+    the replaced chunks referred to join ``dropped`` (see :func:`gc_passages`).
 
     ``bulk``: the first load of an empty index (see :func:`begin_bulk`): nothing to replace,
     and term document frequencies are counted once at the end instead of per batch."""
@@ -131,7 +143,7 @@ def write_documents(
         existing: dict[str, int] = dict(
             conn.execute("SELECT path, id FROM documents WHERE path = ANY(%s)", (paths,)).fetchall()
         )
-        removed = _forget(conn, list(existing.values()), deltas)
+        removed = _forget(conn, list(existing.values()), deltas, dropped)
     ids = _upsert_documents(conn, docs)
     ids_of = term_ids(conn, {t for d in docs for c in d.chunks for t in c.terms})
     _insert_passages(conn, docs)
@@ -260,8 +272,11 @@ def _insert_passages(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> N
     )
 
 
-def delete_documents(conn: psycopg.Connection, paths: Sequence[str]) -> int:
-    """Remove documents by path; returns the number of chunks removed."""
+def delete_documents(
+    conn: psycopg.Connection, paths: Sequence[str], dropped: set[bytes] | None = None
+) -> int:
+    """Remove documents by path; returns the number of chunks removed (their passages join
+    ``dropped``)."""
     if not paths:
         return 0
     ids = [
@@ -271,7 +286,7 @@ def delete_documents(conn: psycopg.Connection, paths: Sequence[str]) -> int:
         ).fetchall()
     ]
     deltas = _Deltas(Counter())
-    removed = _forget(conn, ids, deltas)
+    removed = _forget(conn, ids, deltas, dropped)
     conn.execute("DELETE FROM documents WHERE id = ANY(%s)", (ids,))
     _apply(conn, deltas)
     return removed
@@ -291,11 +306,17 @@ def touch_documents(conn: psycopg.Connection, rows: Iterable[tuple[str, int, int
         )
 
 
-def gc_passages(conn: psycopg.Connection) -> int:
-    """Delete passages no chunk refers to (their embeddings go with them)."""
+def gc_passages(conn: psycopg.Connection, among: Collection[bytes] | None = None) -> int:
+    """Delete passages no chunk refers to (their embeddings go with them): all of them, or
+    only those ``among`` the hashes a run's deleted chunks referred to (an edit's run
+    then skips an anti-join over every passage: 60 ms on 87,000)."""
+    if among is not None and not among:
+        return 0
+    scope = "p.hash = ANY(%s) AND " if among is not None else ""
     cur = conn.execute(
-        "DELETE FROM passages p WHERE NOT EXISTS "
-        "(SELECT 1 FROM chunks c WHERE c.passage_hash = p.hash)"
+        f"DELETE FROM passages p WHERE {scope}NOT EXISTS "
+        "(SELECT 1 FROM chunks c WHERE c.passage_hash = p.hash)",
+        (list(among),) if among is not None else None,
     )
     return cur.rowcount or 0
 

@@ -1269,3 +1269,41 @@ def test_pending_counts_agree_with_the_passages_that_lack_a_vector(
     (vault_copy / "Inbox.md").write_text("# Inbox\n\nA new passage to embed.\n", "utf-8")
     app.index(embed=False)
     assert counts() == (1, 1)
+
+
+def test_gc_after_an_edit_spares_shared_passages_and_a_dead_run_gets_a_full_gc(
+    make_app, vault_copy: Path, db_url: str
+) -> None:
+    body = "## Quokkas\n\nA paragraph two notes share word for word, about quokkas.\n"
+    (vault_copy / "Twin A.md").write_text(body, "utf-8")
+    (vault_copy / "Twin B.md").write_text(body, "utf-8")
+    app = make_app(vault_copy)
+    app.index()
+    shared = set(passage_hashes_of(db_url, "Twin A.md")) & set(
+        passage_hashes_of(db_url, "Twin B.md")
+    )
+    assert shared
+    (vault_copy / "Twin A.md").write_text("## Quokkas\n\nNow about wombats.\n", "utf-8")
+    report = app.index()
+    assert report.passages_collected == 0  # Twin B still holds the shared passage
+    assert (
+        scalar(db_url, "SELECT count(*) FROM passages WHERE hash = ANY(%s)", (list(shared),)) == 1
+    )
+    # An orphan no run dropped is left to the next full GC ...
+    orphan = b"\x01" * 32
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO passages (hash, text, context, tokens) VALUES (%s, 'lost', '', 1)",
+            (orphan,),
+        )
+    (vault_copy / "Twin B.md").write_text("## Quokkas\n\nNow about numbats.\n", "utf-8")
+    report = app.index()
+    assert report.passages_collected == 1  # the shared passage, orphaned now
+    assert scalar(db_url, "SELECT count(*) FROM passages WHERE hash = %s", (orphan,)) == 1
+    # ... which a run that finds an earlier one died after writing does, changes or not.
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("UPDATE meta SET value = 'true'::jsonb WHERE key = 'gc_pending'")
+    report = app.index()
+    assert report.files_changed == 0 and report.passages_collected == 1
+    assert scalar(db_url, "SELECT count(*) FROM passages WHERE hash = %s", (orphan,)) == 0
+    assert scalar(db_url, "SELECT value FROM meta WHERE key = 'gc_pending'") is False
