@@ -310,7 +310,7 @@ def _run(run: _Run, full: bool, allow_full: bool = True, force: bool = False) ->
     with run.db.connection() as conn:
         written = _apply(run, conn, plan)
         _record(run, conn, plan, written)
-        _embed_into_report(run, conn)
+        _embed_into_report(run, conn, written)
     run.report.interrupted = run.halt.is_set()
 
 
@@ -413,10 +413,10 @@ def _record(run: _Run, conn: psycopg.Connection, plan: _Plan, written: list[str]
     run.lap("gc")
 
 
-def _embed_into_report(run: _Run, conn: psycopg.Connection) -> None:
+def _embed_into_report(run: _Run, conn: psycopg.Connection, written: list[str]) -> None:
     report, tiers = run.report, run.tiers
     report.tiers = _embed_tiers(
-        conn, tiers, report, run.progress, run.halt, run.settings, run.embed_limit
+        conn, tiers, report, run.progress, run.halt, run.settings, run.embed_limit, written
     )
     primary = report.tiers[0]
     # The model that embedded this run (None when it could not load; the tier says
@@ -437,15 +437,25 @@ def _embed_tiers(
     halt: threading.Event,
     settings: Settings,
     limit: int | None,
+    written: Sequence[str] = (),
 ) -> list[TierReport]:
     """Fill every tier that has an embedder. The last tier (the cheap static one) goes
-    first, so search has complete vectors within seconds while the primary fills."""
+    first, so search has complete vectors within seconds while the primary fills.
+    ``written``: the notes this run wrote (where new passages most likely are)."""
     out = {job.tier: _tier_report(job) for job in tiers}
     for job in reversed(tiers):
         tier, started = out[job.tier], time.perf_counter()
         if job.embedder is not None and not halt.is_set():
             tier.pending = _embed_pending(
-                conn, job.embedder, tier, report, progress, halt, settings.embed_batch, limit
+                conn,
+                job.embedder,
+                tier,
+                report,
+                progress,
+                halt,
+                settings.embed_batch,
+                limit,
+                written,
             )
         else:
             if job.embedder is not None:
@@ -571,6 +581,24 @@ def _resolve_links(
     report.links_unresolved = unresolved
 
 
+SCOPED_PENDING_MAX = 1000  # notes written: up to this, look for new passages among theirs
+
+
+def _pending(conn: psycopg.Connection, model: int, written: Sequence[str]) -> list[bytes]:
+    """Passages without a vector for ``model``. Most runs embed nothing, or only what the
+    notes they wrote hold: two counts say so, and a lookup among those notes' passages is
+    enough when it finds as many as the counts (it cannot find passages that are not
+    pending). Else, or for a big run, one anti-join over every passage."""
+    n = store.count_pending(conn, model)
+    if not n:
+        return []
+    if 0 < len(written) <= SCOPED_PENDING_MAX:
+        found = store.pending_hashes(conn, model, among_paths=written)
+        if len(found) == n:
+            return found
+    return store.pending_hashes(conn, model)
+
+
 def _embed_pending(
     conn: psycopg.Connection,
     embedder: Embedder,
@@ -580,6 +608,7 @@ def _embed_pending(
     halt: threading.Event,
     batch_size: int,
     limit: int | None = None,
+    written: Sequence[str] = (),
 ) -> int:
     """Embed passages that have no vector for this model (at most ``limit``); returns how
     many still lack one. Refused vectors and a failing embedder are noted in ``tier``."""
@@ -589,8 +618,7 @@ def _embed_pending(
         )
         about = {"fingerprint": embedder.fingerprint, "model_id": embedder.model_id}
         store.set_meta(conn, "model", {**about, "dim": embedder.dimension})
-    # Most runs embed nothing: two counts say so for less than the anti-join costs.
-    pending = store.pending_hashes(conn, model) if store.count_pending(conn, model) else []
+    pending = _pending(conn, model, written)
     conn.commit()
     total = len(pending)
     if limit is not None:

@@ -350,13 +350,25 @@ def model_row_of(conn: psycopg.Connection, model_id: str) -> tuple[int, int] | N
     return (int(row[0]), int(row[1])) if row else None
 
 
-def pending_hashes(conn: psycopg.Connection, model: int) -> list[bytes]:
-    """Hashes of passages with no vector for ``model`` (one anti-join for the whole run)."""
-    rows = conn.execute(
-        "SELECT p.hash FROM passages p WHERE NOT EXISTS "
-        "(SELECT 1 FROM embeddings e WHERE e.model = %s AND e.hash = p.hash) ORDER BY p.hash",
-        (model,),
-    ).fetchall()
+def pending_hashes(
+    conn: psycopg.Connection, model: int, *, among_paths: Sequence[str] | None = None
+) -> list[bytes]:
+    """Hashes of passages with no vector for ``model``, sorted: all of them (one anti-join
+    for the whole run), or only those of the notes at ``among_paths``."""
+    if among_paths is None:
+        rows = conn.execute(
+            "SELECT p.hash FROM passages p WHERE NOT EXISTS "
+            "(SELECT 1 FROM embeddings e WHERE e.model = %s AND e.hash = p.hash)"
+            " ORDER BY p.hash",
+            (model,),
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT DISTINCT c.passage_hash FROM chunks c JOIN documents d ON d.id = c.doc_id"
+            " WHERE d.path = ANY(%s) AND NOT EXISTS (SELECT 1 FROM embeddings e"
+            " WHERE e.model = %s AND e.hash = c.passage_hash) ORDER BY 1",
+            (list(among_paths), model),
+        ).fetchall()
     return [bytes(r[0]) for r in rows]
 
 

@@ -1307,3 +1307,25 @@ def test_gc_after_an_edit_spares_shared_passages_and_a_dead_run_gets_a_full_gc(
     assert report.files_changed == 0 and report.passages_collected == 1
     assert scalar(db_url, "SELECT count(*) FROM passages WHERE hash = %s", (orphan,)) == 0
     assert scalar(db_url, "SELECT value FROM meta WHERE key = 'gc_pending'") is False
+
+
+def test_an_edit_embeds_what_its_note_holds_and_what_earlier_runs_left(
+    make_app, vault_copy: Path, model_dir: Path
+) -> None:
+    app = make_app(vault_copy, model=model_dir)
+    app.index(embed_limit=5)
+    left = app.index(embed=False).passages_pending
+    assert left > 0
+    note = vault_copy / "Inbox.md"
+    note.write_text("# Inbox\n\nA fresh thought about quokkas.\n", "utf-8")
+    report = app.index()  # the new passage, and everything earlier runs left
+    assert report.passages_pending == 0 and report.passages_embedded > 1
+    note.write_text("# Inbox\n\nAnother thought, about wombats.\n", "utf-8")
+    report = app.index()  # found among the note's own passages
+    assert report.passages_embedded == 1 and report.passages_pending == 0
+    embedder, _ = app.embedder()
+    assert embedder is not None
+    with app.db.connection() as conn:
+        row = store.model_row(conn, embedder.fingerprint)
+        assert row is not None
+        assert store.pending_hashes(conn, row[0], among_paths=["Inbox.md"]) == []
