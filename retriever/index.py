@@ -37,7 +37,7 @@ from retriever.calibration_store import note_vault_change
 from retriever.chunk import CHUNKER_VERSION, Link
 from retriever.config import Settings
 from retriever.db import INDEX_LOCK_KEY, Database, relation_exists
-from retriever.embed import Embedder, EmbedderError, InvalidVectorError
+from retriever.embed import Embedder, EmbedderError, InvalidVectorError, ZeroVectorError
 from retriever.lexical import NORMALISER_VERSION
 from retriever.lifeline import bind_to_owner, start_fork_server
 from retriever.links import LinkResolver
@@ -656,7 +656,10 @@ def _embed_rows(
     refused: list[bytes],
     report: IndexReport,
     tier: TierReport,
+    blank: list[bytes] | None = None,
 ) -> tuple[list[bytes], np.ndarray]:
+    """Vectors for ``rows``; refused passages join ``refused`` (and ``blank`` when the
+    model read nothing in them: an all-zero vector)."""
     import numpy as np
 
     texts = [r[1] for r in rows]
@@ -665,6 +668,8 @@ def _embed_rows(
     except InvalidVectorError as exc:
         if len(rows) == 1:
             refused.append(rows[0][0])
+            if blank is not None and isinstance(exc, ZeroVectorError):
+                blank.append(rows[0][0])
             report.warnings.append(f"refused a vector for passage {rows[0][0].hex()[:12]}: {exc}")
             return [], np.zeros((0, embedder.dimension), dtype=np.float32)
         log.warning("embedder returned invalid vectors (%s); isolating the bad passages", exc)
@@ -674,10 +679,17 @@ def _embed_rows(
     # Isolate invalid vectors one passage at a time so the good ones are still stored.
     keep: list[bytes] = []
     vecs: list[np.ndarray] = []
+    read_nothing: list[bytes] = []
     in_a_row = 0
     for h, text in rows:
-        got_h, got_v = _embed_rows(embedder, [(h, text)], refused, report, tier)
-        in_a_row = 0 if got_h else in_a_row + 1
+        n_blank = len(read_nothing)
+        got_h, got_v = _embed_rows(embedder, [(h, text)], refused, report, tier, read_nothing)
+        # A passage the model reads nothing in (only symbols, or words it does not know)
+        # says nothing about the model either way: only other invalid vectors count.
+        if got_h:
+            in_a_row = 0
+        elif len(read_nothing) == n_blank:
+            in_a_row += 1
         if in_a_row >= BROKEN_AFTER:
             # The model is broken (e.g. the NaN regression), not these passages: stop
             # instead of asking passage by passage; the rest stay pending.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -60,3 +61,49 @@ def test_unreachable_model_fails_clearly(tmp_path: Path) -> None:
         load_embedder(str(tmp_path / "missing-model"))
     with pytest.raises(EmbedderUnavailable, match="turned off"):
         load_embedder("none")
+
+
+class _Scripted:
+    """An embedder whose vectors follow the text: "blank ..." reads nothing (all zeros),
+    "nan ..." is broken output, anything else a unit vector."""
+
+    model_id = "scripted"
+    dimension = 4
+    fingerprint = "scripted:4"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.ones((len(texts), 4), dtype=np.float32)
+        for i, text in enumerate(texts):
+            if text.startswith("blank"):
+                out[i] = 0.0
+            elif text.startswith("nan"):
+                out[i] = np.nan
+        return validate_vectors(out, len(texts), 4)
+
+    def close(self) -> None:
+        pass
+
+
+def test_passages_a_model_reads_nothing_in_do_not_make_it_look_broken() -> None:
+    from retriever.index import BROKEN_AFTER, IndexReport, TierReport, _embed_rows
+
+    def run(texts: list[str]) -> tuple[int, list[bytes], str | None]:
+        rows = [(bytes([i]), t) for i, t in enumerate(texts)]
+        refused: list[bytes] = []
+        tier = TierReport("primary", "scripted")
+        kept, vectors = _embed_rows(_Scripted(), rows, refused, IndexReport(vault="v"), tier)
+        assert len(kept) == len(vectors)
+        return len(kept), refused, tier.error
+
+    blanks = ["blank ---"] * (BROKEN_AFTER + 4)
+    kept, refused, error = run([*blanks, "a note", "another"])
+    assert (kept, len(refused), error) == (2, BROKEN_AFTER + 4, None)
+    broken = ["nan"] * BROKEN_AFTER
+    kept, refused, error = run([*broken, "a note", "another"])
+    assert kept == 0 and len(refused) == BROKEN_AFTER
+    assert error is not None and "in a row" in error
+    mixed = ["nan", "blank"] * BROKEN_AFTER  # blank passages neither count nor reset
+    kept, refused, error = run([*mixed, "a note"])
+    assert kept == 0 and error is not None
+    kept, refused, error = run(["nan", "a note"] * BROKEN_AFTER)  # a good vector resets
+    assert kept == BROKEN_AFTER and error is None
