@@ -55,6 +55,7 @@ class Ollama:
         self.fault: str | None = None
         self.after = 0
         self._server: ThreadingHTTPServer | None = None
+        self._stopping: threading.Thread | None = None
         self.start()
 
     def start(self) -> None:
@@ -76,6 +77,9 @@ class Ollama:
 
     def heal(self) -> None:
         self.fault = None
+        if self._stopping is not None:  # the old server must let go of the port first
+            self._stopping.join(timeout=10)
+            self._stopping = None
         if self._server is None:
             self.start()
 
@@ -84,7 +88,9 @@ class Ollama:
         if self.fault is None or n <= self.after:
             return 200, ok
         if self.fault == "down":
-            threading.Thread(target=self.stop, daemon=True).start()
+            if self._stopping is None:
+                self._stopping = threading.Thread(target=self.stop, daemon=True)
+                self._stopping.start()
             return 503, {"error": "shutting down"}
         if self.fault == "slow":
             time.sleep(2.5)  # over RETRIEVER_OLLAMA_TIMEOUT
