@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 # The most frequent function words, chosen not to be common words of the other languages
 # listed (no "a", "de", "en", "die", "la", "son" ...).
@@ -83,19 +83,25 @@ _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 MIN_HITS = 3  # function words a passage needs before its language is guessed
 
 
-def guess(text: str) -> str | None:
-    """The passage's language code, or None when too few function words say."""
+def _clear_lead(text: str, lists: Mapping[str, frozenset[str]], min_hits: int) -> str | None:
+    """The language whose ``lists`` words ``text`` holds at least ``min_hits`` of, and more
+    than twice as many as any other's; None when too short or mixed."""
     counts: Counter[str] = Counter()
     for word in _WORD.findall(text.lower()):
-        for lang, words in STOPWORDS.items():
+        for lang, words in lists.items():
             if word in words:
                 counts[lang] += 1
     if not counts:
         return None
     (best, hits), *rest = counts.most_common(2)
-    if hits < MIN_HITS or (rest and rest[0][1] * 2 > hits):
-        return None  # too short, or mixed
+    if hits < min_hits or (rest and rest[0][1] * 2 > hits):
+        return None
     return best
+
+
+def guess(text: str) -> str | None:
+    """The passage's language code, or None when too few function words say."""
+    return _clear_lead(text, STOPWORDS, MIN_HITS)
 
 
 def dominant(texts: Iterable[str]) -> tuple[str | None, float, int]:
@@ -146,17 +152,7 @@ MIN_VAULT_SHARE = 0.05  # a language this rare among the vault's passages is not
 
 def query_language(text: str) -> str | None:
     """The query's language when its function words clearly say so (None: unsure)."""
-    counts: Counter[str] = Counter()
-    for word in _WORD.findall(text.lower()):
-        for lang, words in QUERY_WORDS.items():
-            if word in words:
-                counts[lang] += 1
-    if not counts:
-        return None
-    (best, hits), *rest = counts.most_common(2)
-    if hits < MIN_QUERY_HITS or (rest and rest[0][1] * 2 > hits):
-        return None
-    return best
+    return _clear_lead(text, QUERY_WORDS, MIN_QUERY_HITS)
 
 
 def present(texts: Iterable[str]) -> tuple[str, ...]:
