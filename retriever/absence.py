@@ -136,6 +136,19 @@ def signals(
     }
 
 
+def model_free_verdict(sig: Mapping[str, float], *, max_terms: int) -> bool | None:
+    """What the signals no model owns decide on their own: True for a name no passage
+    mentions, False for a query in a language the vault is not written in or longer than
+    ``max_terms`` (0: no limit); None when the thresholds must decide."""
+    if sig.get("unknown_name", 0.0) >= NAME_SHARE:
+        return True
+    if sig.get("foreign", 0.0) >= 1.0:
+        return False
+    if max_terms and sig.get("terms", 0.0) > max_terms:
+        return False
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class AbsenceModel:
     """Flag a search as likely unanswered when the query names something no passage
@@ -165,12 +178,9 @@ class AbsenceModel:
     max_terms: int = 0  # 0: no limit (a model stored before it was learnt)
 
     def absent(self, sig: Mapping[str, float]) -> bool:
-        if sig.get("unknown_name", 0.0) >= NAME_SHARE:
-            return True
-        if sig.get("foreign", 0.0) >= 1.0:
-            return False
-        if self.max_terms and sig.get("terms", 0.0) > self.max_terms:
-            return False
+        verdict = model_free_verdict(sig, max_terms=self.max_terms)
+        if verdict is not None:
+            return verdict
         if all(sig.get(name, 0.0) < limit for name, limit in self.thresholds.items()):
             return True
         return (

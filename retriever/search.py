@@ -16,11 +16,11 @@ import psycopg
 
 from retriever import store
 from retriever.absence import (
-    NAME_SHARE,
     UNKNOWN_MAX_COVERAGE,
     UNKNOWN_SHARE,
     AbsenceModel,
     foreign,
+    model_free_verdict,
     signals,
     unknown_name,
     unknown_share,
@@ -560,10 +560,9 @@ def default_absent(sig: Mapping[str, float], opts: SearchOptions, *, semantic: b
     words missing from the best passage) needs only the weak cosine. A query that names
     something no passage mentions is flagged whatever the rest says; one longer than
     DEFAULT_MAX_TERMS (a pasted paragraph) is not flagged on weak signals."""
-    if sig.get("unknown_name", 0.0) >= NAME_SHARE:
-        return True
-    if sig.get("terms", 0.0) > DEFAULT_MAX_TERMS:
-        return False
+    verdict = model_free_verdict(sig, max_terms=DEFAULT_MAX_TERMS)
+    if verdict is not None:
+        return verdict
     coverage = sig["coverage"]
     if not semantic:
         return coverage < opts.absent_coverage
