@@ -23,7 +23,7 @@ from retriever.budget import allocate, estimate_tokens
 from retriever.doc_filter import DocFilter
 from retriever.lexical import BM25Params, fold, idf, query_terms
 from retriever.prepare import PreparedChunk, PreparedDoc, decode_note, prepare_text, read_regular
-from retriever.scan import FileInfo, scan_vault
+from retriever.scan import DEFAULT_INCLUDE, FileInfo, scan_vault
 from retriever.search import Hit, SearchResult, truncate_to_budget
 
 FILES_TIME_LIMIT = 5.0  # seconds for the whole answer; past it, the files read so far
@@ -67,7 +67,7 @@ def search_files(
     vault: Path,
     query: FilesQuery,
     *,
-    include: Iterable[str] = ("**/*.md",),
+    include: Iterable[str] = DEFAULT_INCLUDE,
     exclude: Iterable[str] = (),
     max_bytes: int = 2_000_000,
     min_chars: int = 30,

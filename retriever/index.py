@@ -60,8 +60,9 @@ PARALLEL_THRESHOLD = 300  # below this many changed files, workers cost more tha
 HNSW_THRESHOLD = 20_000  # exact cosine search is fast enough below this many vectors
 # pgvector's default graph (m 16, ef_construction 64) gave recall@30 0.973-0.982 against
 # exact search on win32-17k, build to build (the parallel build is not deterministic);
-# ef_construction 128 gave 0.983-0.985 in three builds, and faster queries, for about ten
-# more seconds of build on 87k vectors. Same size (69 MiB).
+# ef_construction 128 gave 0.983-0.989 in seven builds out of eight (one, during a full
+# index, 0.968), and faster queries, for about ten more seconds of build on 87k vectors.
+# Same size (69 MiB).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
 # A first index of at least this many notes loads without secondary indexes and counts term
@@ -656,10 +657,10 @@ def _embed_rows(
     refused: list[bytes],
     report: IndexReport,
     tier: TierReport,
-    blank: list[bytes] | None = None,
+    read_nothing: list[bytes] | None = None,
 ) -> tuple[list[bytes], np.ndarray]:
-    """Vectors for ``rows``; refused passages join ``refused`` (and ``blank`` when the
-    model read nothing in them: an all-zero vector)."""
+    """Vectors for ``rows``; refused passages join ``refused`` (and ``read_nothing`` when
+    the model read nothing in them: an all-zero vector)."""
     import numpy as np
 
     texts = [r[1] for r in rows]
@@ -668,8 +669,8 @@ def _embed_rows(
     except InvalidVectorError as exc:
         if len(rows) == 1:
             refused.append(rows[0][0])
-            if blank is not None and isinstance(exc, ZeroVectorError):
-                blank.append(rows[0][0])
+            if read_nothing is not None and isinstance(exc, ZeroVectorError):
+                read_nothing.append(rows[0][0])
             report.warnings.append(f"refused a vector for passage {rows[0][0].hex()[:12]}: {exc}")
             return [], np.zeros((0, embedder.dimension), dtype=np.float32)
         log.warning("embedder returned invalid vectors (%s); isolating the bad passages", exc)
@@ -679,16 +680,16 @@ def _embed_rows(
     # Isolate invalid vectors one passage at a time so the good ones are still stored.
     keep: list[bytes] = []
     vecs: list[np.ndarray] = []
-    read_nothing: list[bytes] = []
+    blank: list[bytes] = []
     in_a_row = 0
     for h, text in rows:
-        n_blank = len(read_nothing)
-        got_h, got_v = _embed_rows(embedder, [(h, text)], refused, report, tier, read_nothing)
+        n_blank = len(blank)
+        got_h, got_v = _embed_rows(embedder, [(h, text)], refused, report, tier, blank)
         # A passage the model reads nothing in (only symbols, or words it does not know)
         # says nothing about the model either way: only other invalid vectors count.
         if got_h:
             in_a_row = 0
-        elif len(read_nothing) == n_blank:
+        elif len(blank) == n_blank:
             in_a_row += 1
         if in_a_row >= BROKEN_AFTER:
             # The model is broken (e.g. the NaN regression), not these passages: stop

@@ -31,7 +31,7 @@ from retriever.doc_filter import DocFilter
 from retriever.errors import InputError
 from retriever.prepare import decode_note
 from retriever.redact import redact
-from retriever.scan import ALWAYS_EXCLUDED_DIRS, VaultFilter, within
+from retriever.scan import ALWAYS_EXCLUDED_DIRS, DEFAULT_INCLUDE, VaultFilter, within
 
 if TYPE_CHECKING:
     import psycopg
@@ -142,7 +142,7 @@ def clean_relative(rel: object, *, what: str = "path") -> str:
 def _vault_filter(app_or_vault: Retriever | Path) -> tuple[Path, VaultFilter]:
     if isinstance(app_or_vault, Path):
         root = Path(os.path.realpath(app_or_vault))
-        return root, VaultFilter(root, ("**/*.md",), ())
+        return root, VaultFilter(root, DEFAULT_INCLUDE, ())
     settings = app_or_vault.settings
     root = Path(os.path.realpath(settings.resolved_vault()))
     return root, VaultFilter(root, settings.include, settings.exclude)
