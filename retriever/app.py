@@ -363,7 +363,14 @@ class Retriever:
         if fusion is not None and fusion not in FUSION_CHOICES:
             raise SearchInputError(f"fusion must be one of {', '.join(FUSION_CHOICES)}")
         out: dict[str, object] = dict(FUSION_CHOICES[self.settings.fusion])
-        for name in ("semantic_weight", "graph_weight", "title_weight", "rrf_k", "identifier_lean"):
+        for name in (
+            "semantic_weight",
+            "graph_weight",
+            "title_weight",
+            "rrf_k",
+            "identifier_lean",
+            "link_prior",
+        ):
             value = getattr(self.settings, name)
             if value is not None:
                 out[name] = value

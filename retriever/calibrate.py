@@ -92,12 +92,18 @@ class Workbench:
     arms: list[Arms]
     first_chunk: Callable[[int], int | None]
     walk: Walk | None
+    prior: Mapping[int, float] = field(default_factory=dict)  # graph.link_prior
+
+    def fused(self, arms: Arms, ranking: Ranking) -> dict[int, float]:
+        """``arms`` fused as a search fuses them (``arms.doc_of`` gains lifted chunks)."""
+        walk, prior = self.walk, self.prior
+        return fuse(arms, ranking, first_chunk=self.first_chunk, walk=walk, prior=prior)[0]
 
     def ndcg(self, ranking: Ranking, which: Sequence[int]) -> np.ndarray:
         out = np.zeros(len(which))
         for n, i in enumerate(which):
             arms = self.arms[i].copy()
-            scores, _ = fuse(arms, ranking, first_chunk=self.first_chunk, walk=self.walk)
+            scores = self.fused(arms, ranking)
             docs = ranked_docs(scores, arms.doc_of)[:10]
             target = self.queries[i].doc
             out[n] = 1.0 / math.log2(docs.index(target) + 2) if target in docs else 0.0
@@ -355,7 +361,7 @@ def absence_signals(
     for i in which:
         target = bench.queries[i].doc
         for arms in (bench.arms[i].copy(), bench.arms[i].without_doc(target)):
-            scores, _ = fuse(arms, ranking, first_chunk=bench.first_chunk, walk=bench.walk)
+            scores = bench.fused(arms, ranking)
             top = min(scores, key=lambda c: (-scores[c], c)) if scores else None
             if len(cases) % 2 == 0:
                 found.append(target in ranked_docs(scores, arms.doc_of)[:FOUND_DEPTH])
@@ -526,12 +532,13 @@ def calibrate(
         )
     searcher.titles.get(conn)
     arms = run_arms(conn, searcher, queries, embedder=embedder, model=model, bm25=bm25)
-    walk = CachedWalk(searcher.walker(conn, Scope("", {})))
+    walker, prior = searcher.links(conn, Scope("", {}))
+    walk = CachedWalk(walker)
     split = {s: [i for i, q in enumerate(queries) if q.split == s] for s in ("choose", "report")}
     gathered = time.perf_counter() - started
 
     def chooser(arm_lists: list[Arms]) -> Chooser:
-        bench = Workbench(queries, arm_lists, searcher.titles.first_chunk, walk)
+        bench = Workbench(queries, arm_lists, searcher.titles.first_chunk, walk, prior)
         return Chooser(bench, split["choose"], split["report"])
 
     limits: dict[str, Any] = {

@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     identifier_lean: float | None = Field(
         default=None, description="Lexical weight multiplier for identifier-like queries"
     )
+    link_prior: float | None = Field(
+        default=None, ge=0.0, description="Weight of the link prior (notes other notes cite)"
+    )
     calibrate: bool = Field(default=True, description="Calibrate after indexing when due")
     calibrate_drift: float = Field(
         default=0.2, description="Recalibrate once this share of notes changed"

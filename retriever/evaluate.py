@@ -67,6 +67,7 @@ ABLATIONS = [
     Config("calibrated-title", overrides=(("title_weight", 0.0),)),
     Config("calibrated-graph", overrides=(("graph_weight", 0.0),)),
     Config("calibrated-2nd-passage", overrides=(("second_passage", 0.0),)),
+    Config("calibrated-prior", overrides=(("link_prior", 0.0),)),
     # What a search answers while the model is down: the lexical calibration and absence.
     Config("calibrated-lexical", mode="lexical"),
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import Counter
 from collections.abc import Mapping
 
 import networkx as nx
@@ -32,7 +33,8 @@ class LinkGraph:
 
 
 def load_graph(conn: psycopg.Connection) -> nx.Graph:
-    """Undirected graph over document ids; a link either way makes notes neighbours."""
+    """Undirected graph over document ids; a link either way makes notes neighbours. The
+    graph's ``prior`` attribute holds each cited note's link prior (see ``link_prior``)."""
     graph: nx.Graph = nx.Graph()
     rows = conn.execute(
         """
@@ -41,7 +43,26 @@ def load_graph(conn: psycopg.Connection) -> nx.Graph:
         """
     ).fetchall()
     graph.add_edges_from((int(a), int(b)) for a, b in rows)
+    graph.graph["prior"] = link_prior(Counter(int(b) for _, b in rows))
     return graph
+
+
+# The number of citing notes at which the prior is full: this quantile of the cited notes'
+# counts, so one note cited from everywhere does not flatten every other note's prior.
+PRIOR_FULL_QUANTILE = 0.95
+
+
+def link_prior(cited_by: Mapping[int, int]) -> dict[int, float]:
+    """Each cited note's prior in (0, 1]: log(1 + notes citing it), relative to the
+    PRIOR_FULL_QUANTILE of the cited notes and capped at 1. Notes nothing cites have none
+    (absent from the map). The notes a vault's other notes point to are the topics its
+    owner refers to; a transcript, a changelog or a meeting log that mentions everything
+    is rarely cited."""
+    if not cited_by:
+        return {}
+    counts = sorted(cited_by.values())
+    full = math.log1p(max(1, counts[int(PRIOR_FULL_QUANTILE * (len(counts) - 1))]))
+    return {doc: min(1.0, math.log1p(n) / full) for doc, n in cited_by.items() if n > 0}
 
 
 def random_walk_scores(

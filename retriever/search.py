@@ -272,8 +272,10 @@ class Searcher:
         arms = self.gather(conn, queries, sem.mode, sem.model, sem.vectors, scope, opts.bm25)
         semantic = bool(arms.semantic)
         ranking, absence, calibration = self.ranking_for(conn, opts, embedder, semantic)
-        walk = self.walker(conn, scope)
-        scores, lifted = fuse(arms, ranking, first_chunk=self.titles.first_chunk, walk=walk)
+        walk, prior = self.links(conn, scope)
+        scores, lifted = fuse(
+            arms, ranking, first_chunk=self.titles.first_chunk, walk=walk, prior=prior
+        )
         ranked_ids = best_first(scores)
         rows = store.fetch_chunks(conn, ranked_ids[: max(opts.limit * 3, 60)] + lifted)
         ranked_ids = [c for c in ranked_ids if c in rows]
@@ -402,6 +404,10 @@ class Searcher:
 
     def walker(self, conn: psycopg.Connection, scope: Scope) -> Walk:
         """The link-graph walk for fusion: neighbour notes best first, within the filters."""
+        return self.links(conn, scope)[0]
+
+    def links(self, conn: psycopg.Connection, scope: Scope) -> tuple[Walk, Mapping[int, float]]:
+        """The link-graph walk (see ``walker``) and every cited note's link prior."""
         graph = self.graph.get(conn)
 
         def walk(seeds: Mapping[int, float]) -> list[int]:
@@ -411,7 +417,7 @@ class Searcher:
                 found = [d for d in found if d in allowed]
             return found
 
-        return walk
+        return walk, graph.graph.get("prior", {})
 
     def ranking_for(
         self,

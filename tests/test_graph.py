@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import networkx as nx
 import pytest
 
-from retriever.graph import _neighbourhood, random_walk_scores
+from retriever.graph import _neighbourhood, link_prior, random_walk_scores
 
 
 def _graph(*edges: tuple[int, int]) -> nx.Graph:
@@ -117,3 +119,15 @@ def test_the_bounded_walk_is_the_same_walk_on_its_neighbourhood() -> None:
     assert len(kept) == 40 and 0 in kept
     got = random_walk_scores(graph, seeds, hops=2, max_nodes=40, hub_degree=50)
     _assert_same_walk(got, _dense_walk(graph, seeds, 0.3, 15, kept))
+
+
+def test_the_link_prior_grows_with_citing_notes_and_is_full_at_the_95th_percentile() -> None:
+    # Ten notes cited once, one cited 3 times, one cited from 400 notes (a home page).
+    cited = {n: 1 for n in range(10)} | {100: 3, 200: 400}
+    prior = link_prior(cited)
+    # The 95th percentile of the cited notes' counts is 3: three citing notes is full.
+    assert prior[100] == 1.0 and prior[200] == 1.0
+    assert prior[0] == pytest.approx(math.log(2) / math.log(4))
+    assert link_prior({}) == {} and 50 not in prior  # uncited notes have none
+    # Every cited note cited once: all have the full prior (nothing tells them apart).
+    assert set(link_prior({1: 1, 2: 1}).values()) == {1.0}

@@ -58,6 +58,22 @@ def test_a_second_matching_passage_counts_for_its_note() -> None:
     assert rrf == fuse(arms, Ranking("rrf", second_passage=0.0), first_chunk=_first)[0]
 
 
+def test_the_link_prior_lifts_a_cited_note_over_an_uncited_one() -> None:
+    # Note 10 (say a transcript nothing cites) is slightly ahead of note 20, which other
+    # notes cite; note 30 is far behind.
+    arms = Arms(lexical=[{1: 10.0, 3: 9.5, 4: 2.0}], doc_of={1: 10, 3: 20, 4: 30})
+    prior = {20: 1.0, 30: 1.0}
+    plain, _ = fuse(arms, Ranking("lexical", link_prior=0.0), first_chunk=_first, prior=prior)
+    assert ranked_docs(plain, arms.doc_of) == [10, 20, 30]
+    lifted, _ = fuse(arms, Ranking("lexical", link_prior=0.2), first_chunk=_first, prior=prior)
+    # A multiplier: the close call flips, the far-behind note stays behind.
+    assert ranked_docs(lifted, arms.doc_of) == [20, 10, 30]
+    assert lifted[3] == pytest.approx(9.5 / 10.0 * 1.2) and lifted[1] == plain[1]
+    # No prior (a vault without links) or no weight: the scores are untouched.
+    assert fuse(arms, Ranking("lexical"), first_chunk=_first, prior={})[0] == plain
+    assert "+prior0" in Ranking(link_prior=0.0).label() and "prior" not in Ranking().label()
+
+
 def test_single_arm_rankings_use_only_their_arm() -> None:
     lexical, _ = fuse(_arms(), Ranking("lexical", graph_weight=0.0), first_chunk=_first)
     assert max(lexical, key=lexical.__getitem__) == 1

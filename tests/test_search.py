@@ -185,3 +185,25 @@ def test_explain_ranks_present(app: Retriever) -> None:
     top = result.hits[0]
     assert set(top.ranks) == {"lexical", "semantic", "graph", "title"}
     assert top.ranks["lexical"] is not None or top.ranks["semantic"] is not None
+
+
+def test_a_note_other_notes_cite_outranks_a_transcript_using_the_same_words(
+    make_app, tmp_path: Path
+) -> None:
+    vault = tmp_path / "linked"
+    vault.mkdir()
+    (vault / "Levain.md").write_text(
+        "# Levain\n\nFeed the sourdough starter twice a day: flour and water, weighed on the scale.\n"
+    )
+    (vault / "Call transcript.md").write_text(
+        "# Call transcript\n\nFeed the sourdough starter twice a day.\n"
+    )
+    for name in ("Bread", "Baking log", "Pantry"):
+        (vault / f"{name}.md").write_text(f"# {name}\n\nSee [[Levain]] for the routine.\n")
+    plain = make_app(vault, link_prior=0.0, graph=False)
+    plain.index()
+    query = "feed the sourdough starter twice a day"
+    # Without the prior the shorter transcript passage wins on BM25 alone.
+    assert plain.search(query).ranked_paths[0] == "Call transcript.md"
+    cited = make_app(vault, graph=False)  # the default prior
+    assert cited.search(query).ranked_paths[:2] == ["Levain.md", "Call transcript.md"]
