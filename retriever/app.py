@@ -38,7 +38,7 @@ from retriever.query_input import (
     validate_queries,
 )
 from retriever.ranking import FUSION_CHOICES, Fusion, Ranking
-from retriever.search import Searcher, SearchOptions, SearchResult, check_options
+from retriever.search import Searcher, SearchOptions, SearchResult, Spare, check_options
 from retriever.tiers import Choice, Tiers
 
 log = logging.getLogger(__name__)
@@ -277,13 +277,13 @@ class Retriever:
             # One snapshot for the search's many statements: a re-index committing
             # meanwhile must not remove the chunks it has just ranked.
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            result = self._search_tiers(conn, cleaned, opts)
+            result = self._search_tiers(conn, cleaned, opts, db.spare)
             conn.commit()
         result.refreshed_files = refreshed
         return result
 
     def _search_tiers(
-        self, conn: psycopg.Connection, cleaned: list[str], opts: SearchOptions
+        self, conn: psycopg.Connection, cleaned: list[str], opts: SearchOptions, spare: Spare
     ) -> SearchResult:
         """Search with the best embedding tier that can answer. A tier that fails while
         embedding the query is marked down and the next one answers the same search: no
@@ -313,7 +313,13 @@ class Retriever:
             kept = kept or choice
             skip[choice.tier.name] = f"{choice.tier.label} gave no valid vector for this query"
         result, failure = self._searcher.search(
-            conn, cleaned, opts, vault=vault, embedder=choice.embedder, embed_error=choice.error
+            conn,
+            cleaned,
+            opts,
+            vault=vault,
+            embedder=choice.embedder,
+            embed_error=choice.error,
+            spare=spare,
         )
         if failure and choice.tier is not None:
             choice.tier.failed(failure, choice.embedder)

@@ -15,7 +15,7 @@ import re
 import threading
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -244,8 +244,31 @@ class Database:
         except PoolTimeout as exc:
             raise unreachable(self.url, f"no free connection within {self._timeout:g} s") from exc
 
+    @contextmanager
+    def spare(self) -> Iterator[psycopg.Connection | None]:
+        """A second connection for work that can run beside the current one's, or None
+        when none comes within SPARE_WAIT: the caller then does that work on its own
+        connection. Handed back rolled back (it only ever reads)."""
+        try:
+            conn = self.pool.getconn(timeout=SPARE_WAIT)
+        except PoolTimeout:
+            yield None
+            return
+        try:
+            yield conn
+        finally:
+            if not conn.closed:
+                with suppress(psycopg.Error):
+                    conn.rollback()
+            self.pool.putconn(conn)
+
     def close(self) -> None:
         self.pool.close()
+
+
+# A search runs its arms one after the other rather than wait longer than this for a
+# second connection (the pool opens one on demand; the next search finds it idle).
+SPARE_WAIT = 0.05
 
 
 UNREACHABLE_HINT = (

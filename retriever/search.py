@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import psycopg
+from psycopg import sql
 
 from retriever import store
 from retriever.absence import (
@@ -54,6 +57,10 @@ if TYPE_CHECKING:
     from retriever.config import Settings
 
 ARM_DEPTH = 50  # candidates per arm and query
+
+T = TypeVar("T")
+# A second connection beside the search's own, or None when none is free (Database.spare).
+Spare = Callable[[], AbstractContextManager[psycopg.Connection | None]]
 
 # The uncalibrated absence rule (vaults too small to calibrate): few query terms in the
 # best passage and a weak best cosine. The cosine threshold suits static models only;
@@ -218,6 +225,7 @@ class Searcher:
         self.titles = TitleCache()
         self.calibrations = CalibrationCache()
         self._pending: dict[int, tuple[str, int | None]] = {}  # model -> (generation, n)
+        self._workers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="retriever-arm")
 
     def _pending_vectors(self, conn: psycopg.Connection, model: int) -> int | None:
         """Passages without a vector for ``model`` (None: no vector at all), recounted only
@@ -263,13 +271,17 @@ class Searcher:
         vault: Path,
         embedder: Embedder | None,
         embed_error: str | None,
+        spare: Spare | None = None,
     ) -> tuple[SearchResult, str | None]:
-        """Returns the result and, if the embedder failed mid-search, its error."""
+        """Returns the result and, if the embedder failed mid-search, its error.
+        ``spare``: a second connection's source, for the arms to run side by side."""
         check_options(opts)
         started = time.perf_counter()
         sem = self._semantic(conn, queries, opts.mode, embedder, embed_error)
         scope = Scope(*DocFilter.of_options(opts).sql())
-        arms = self.gather(conn, queries, sem.mode, sem.model, sem.vectors, scope, opts.bm25)
+        arms = self.gather(
+            conn, queries, sem.mode, sem.model, sem.vectors, scope, opts.bm25, spare=spare
+        )
         semantic = bool(arms.semantic)
         ranking, absence, calibration = self.ranking_for(conn, opts, embedder, semantic)
         walk, prior = self.links(conn, scope)
@@ -352,41 +364,52 @@ class Searcher:
         qvecs: list[np.ndarray] | None,
         scope: Scope,
         bm25: BM25Params,
+        *,
+        spare: Spare | None = None,
     ) -> Arms:
-        """Run every arm the mode allows for ``queries`` (no fusion yet)."""
+        """Run every arm the mode allows for ``queries`` (no fusion yet). With ``spare``
+        (a source of a second connection), a hybrid search runs the title and semantic
+        arms on it while BM25 runs on ``conn``."""
         arms = Arms(identifier=any(looks_like_identifier(q) for q in queries))
-        lex_extra = (
-            f"AND t.doc_id IN (SELECT d.id FROM documents d WHERE {scope.where})"
-            if scope.where
-            else ""
-        )
-        if mode in ("hybrid", "lexical"):
-            for q in queries:
-                found = bm25_search(
-                    conn,
-                    query_terms(q),
-                    limit=ARM_DEPTH,
-                    params=bm25,
-                    extra_sql=lex_extra,
-                    extra_params=scope.params,
-                )
-                arms.lexical.append(dict(found))
-            arms.title = self._titles(conn, queries, scope)
-        if mode in ("hybrid", "semantic") and model is not None:
-            for qv in qvecs or []:
-                found = vector_search(
-                    conn,
-                    *model,
-                    np.asarray(qv),
-                    limit=ARM_DEPTH,
-                    doc_filter=scope.where,
-                    filter_params=scope.params,
-                )
-                arms.semantic.append(dict(found))
+        lexical = mode in ("hybrid", "lexical")
+        semantic = mode in ("hybrid", "semantic") and model is not None and bool(qvecs)
+
+        def others(c: psycopg.Connection) -> tuple[dict[int, float], list[dict[int, float]]]:
+            title = self._titles(c, queries, scope) if lexical else {}
+            return title, (_cosine_lists(c, model, qvecs, scope) if semantic else [])
+
+        beside = None
+        if lexical and semantic and spare is not None:
+            beside = self._beside(conn, spare, others)
+        if lexical:
+            arms.lexical = _bm25_lists(conn, queries, scope, bm25)
+        found = beside.result() if beside is not None else None
+        arms.title, arms.semantic = found if found is not None else others(conn)
         ids = list(arms.chunks())
         if ids:
             arms.doc_of = store.chunk_owners(conn, ids)
         return arms
+
+    def _beside(
+        self, conn: psycopg.Connection, spare: Spare, work: Callable[[psycopg.Connection], T]
+    ) -> Future[T | None]:
+        """``work`` in a worker thread, on a second connection that sees exactly what
+        ``conn`` sees (its exported snapshot: a re-index committing meanwhile changes
+        neither). The future holds None when no second connection was free."""
+        snapshot = conn.execute("SELECT pg_export_snapshot()").fetchone()
+        assert snapshot is not None
+        begin = sql.SQL(
+            "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT {}"
+        ).format(sql.Literal(snapshot[0]))
+
+        def run() -> T | None:
+            with spare() as other:
+                if other is None:
+                    return None
+                other.execute(begin)
+                return work(other)
+
+        return self._workers.submit(run)
 
     def _titles(
         self, conn: psycopg.Connection, queries: list[str], scope: Scope
@@ -471,6 +494,51 @@ class Searcher:
             # never split at index time): deliver its head, cited exactly, and say so.
             truncate_to_budget(hits[0], opts.budget_tokens)
         return hits
+
+
+def _bm25_lists(
+    conn: psycopg.Connection, queries: list[str], scope: Scope, bm25: BM25Params
+) -> list[dict[int, float]]:
+    """The lexical arm: each query's best passages by BM25 (chunk -> score)."""
+    extra = (
+        f"AND t.doc_id IN (SELECT d.id FROM documents d WHERE {scope.where})" if scope.where else ""
+    )
+    return [
+        dict(
+            bm25_search(
+                conn,
+                query_terms(q),
+                limit=ARM_DEPTH,
+                params=bm25,
+                extra_sql=extra,
+                extra_params=scope.params,
+            )
+        )
+        for q in queries
+    ]
+
+
+def _cosine_lists(
+    conn: psycopg.Connection,
+    model: tuple[int, int] | None,
+    qvecs: list[np.ndarray] | None,
+    scope: Scope,
+) -> list[dict[int, float]]:
+    """The semantic arm: each query vector's nearest passages (chunk -> cosine)."""
+    assert model is not None
+    return [
+        dict(
+            vector_search(
+                conn,
+                *model,
+                np.asarray(qv),
+                limit=ARM_DEPTH,
+                doc_filter=scope.where,
+                filter_params=scope.params,
+            )
+        )
+        for qv in qvecs or []
+    ]
 
 
 def _likely_absent(

@@ -207,3 +207,45 @@ def test_a_note_other_notes_cite_outranks_a_transcript_using_the_same_words(
     assert plain.search(query).ranked_paths[0] == "Call transcript.md"
     cited = make_app(vault, graph=False)  # the default prior
     assert cited.search(query).ranked_paths[:2] == ["Levain.md", "Call transcript.md"]
+
+
+def test_arms_run_side_by_side_on_the_searchs_own_snapshot(app: Retriever) -> None:
+    from contextlib import contextmanager
+
+    from retriever.lexical import BM25Params
+    from retriever.search import Scope
+
+    searcher, db = app._searcher, app.db
+    embedder, _ = app.embedder()
+    assert embedder is not None
+    query = ["how do I restore files from a restic backup"]
+    used: list[bool] = []
+
+    @contextmanager
+    def spare():  # type: ignore[no-untyped-def]
+        with db.spare() as conn:
+            used.append(conn is not None)
+            yield conn
+
+    with db.connection() as conn:
+        model, _ = searcher.semantic_model(conn, embedder, None)
+        vectors = searcher.query_vectors(embedder, query)
+        alone = searcher.gather(conn, query, "hybrid", model, vectors, Scope("", {}), BM25Params())
+        conn.rollback()
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        conn.execute("SELECT count(*) FROM embeddings")  # the search's snapshot starts here
+        with db.connection() as other:  # a re-index removes every vector meanwhile
+            other.execute("DELETE FROM embeddings")
+            other.commit()
+        args = (conn, query, "hybrid", model, vectors, Scope("", {}), BM25Params())
+        beside = searcher.gather(*args, spare=spare)
+        conn.rollback()
+    # The second connection ran the semantic and title arms, and saw what the search's
+    # own connection sees (before the delete): the same arms as one connection alone.
+    assert used == [True]
+    assert beside.semantic and beside.semantic == alone.semantic
+    assert (beside.lexical, beside.title, beside.doc_of) == (
+        alone.lexical,
+        alone.title,
+        alone.doc_of,
+    )
