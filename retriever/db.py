@@ -248,10 +248,16 @@ class Database:
     def spare(self) -> Iterator[psycopg.Connection | None]:
         """A second connection for work that can run beside the current one's, or None
         when none comes within SPARE_WAIT: the caller then does that work on its own
-        connection. Handed back rolled back (it only ever reads)."""
+        connection. Handed back rolled back (it only ever reads). A pool already at its
+        size with none idle (concurrent searches) gives None at once: waiting would cost
+        more than the side-by-side run saves."""
+        stats = self.pool.get_stats()
+        busy = not stats.get("pool_available") and stats.get("pool_size", 0) >= self.pool.max_size
         try:
-            conn = self.pool.getconn(timeout=SPARE_WAIT)
+            conn = None if busy else self.pool.getconn(timeout=SPARE_WAIT)
         except PoolTimeout:
+            conn = None
+        if conn is None:
             yield None
             return
         try:

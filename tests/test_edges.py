@@ -410,6 +410,27 @@ def test_pool_timeout_is_unavailable_with_the_hint(db_url: str) -> None:
         db.close()
 
 
+def test_a_spare_connection_is_given_only_when_one_is_free(db_url: str) -> None:
+    import time
+
+    from retriever.db import Database
+
+    db = Database(db_url, max_size=2, timeout=0.5)
+    try:
+        with db.connection() as own, db.spare() as spare:
+            assert spare is not None and spare is not own  # the pool grows to its size
+            spare.execute("SELECT 1")  # left in a transaction: handed back rolled back
+        with db.connection(), db.connection():  # both held (two concurrent searches)
+            started = time.perf_counter()
+            with db.spare() as none:
+                assert none is None
+            assert time.perf_counter() - started < 0.05  # not waited for
+        with db.spare() as again:
+            assert again is not None and again.info.transaction_status.name == "IDLE"
+    finally:
+        db.close()
+
+
 def test_a_search_that_gets_no_connection_answers_from_the_files(
     small_vault: Path, db_url: str, tmp_path: Path
 ) -> None:
