@@ -395,9 +395,15 @@ class Searcher:
     ) -> Future[T | None]:
         """``work`` in a worker thread, on a second connection that sees exactly what
         ``conn`` sees (its exported snapshot: a re-index committing meanwhile changes
-        neither). The future holds None when no second connection was free."""
-        snapshot = conn.execute("SELECT pg_export_snapshot()").fetchone()
-        assert snapshot is not None
+        neither). The future holds None when no second connection was free, or when the
+        server is a standby (a standby cannot export a snapshot)."""
+        snapshot = conn.execute(
+            "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_export_snapshot() END"
+        ).fetchone()
+        if snapshot is None or snapshot[0] is None:
+            done: Future[T | None] = Future()
+            done.set_result(None)
+            return done
         begin = sql.SQL(
             "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT {}"
         ).format(sql.Literal(snapshot[0]))
