@@ -24,7 +24,7 @@ from retriever.app import Retriever
 from retriever.config import settings_from
 from retriever.evaluate import ABLATIONS, Case, load_beir, load_cases
 from retriever.pseudo import make_queries
-from retriever.ranking import Arms, Ranking, fuse, ranked_docs
+from retriever.ranking import Arms, Ranking, ranked_docs
 from retriever.search import Scope
 
 
@@ -85,8 +85,9 @@ def main() -> None:
         arms = cal.run_arms(
             conn, searcher, queries, embedder=embedder, model=model, bm25=app.bm25()
         )
-        walk = cal.CachedWalk(searcher.walker(conn, Scope("", {})))
-        bench = cal.Workbench(queries, arms, searcher.titles.first_chunk, walk)
+        walker, prior = searcher.links(conn, Scope("", {}))
+        walk = cal.CachedWalk(walker)
+        bench = cal.Workbench(queries, arms, searcher.titles.first_chunk, walk, prior)
         split = {
             s: [i for i, q in enumerate(queries) if q.split == s] for s in ("choose", "report")
         }
@@ -98,7 +99,7 @@ def main() -> None:
             out = []
             for arms_i, g in zip(real_arms, grades, strict=True):
                 copy = arms_i.copy()
-                scores, _ = fuse(copy, r, first_chunk=searcher.titles.first_chunk, walk=walk)
+                scores = bench.fused(copy, r)
                 out.append(_ndcg(ranked_docs(scores, copy.doc_of), g))
             return float(np.mean(out))
 

@@ -29,11 +29,11 @@ SECOND_PASSAGE = 0.3
 # how many notes cite it, see graph.link_prior). It is what keeps a transcript, a
 # changelog or a meeting log that happens to use the question's words from outranking the
 # note the vault's other notes point to for that topic. Development sets (the calibrated
-# ranking with and without it): Dendron +0.036 nDCG@10 with the static model and +0.012
-# with all-MiniLM; the test vault within 0.002; no change where nothing links (Cranfield,
-# CISI). It is fixed, not calibrated: pseudo-queries are drawn evenly over the notes,
-# cited or not, so they cannot see what real questions, which ask about the vault's
-# topics, gain from it. Twice this weight loses on Dendron with all-MiniLM.
+# ranking with and without it): Dendron +0.028 nDCG@10 with the static model and +0.012
+# with all-MiniLM; the test vault -0.003 to +0.002; no change where nothing links
+# (Cranfield, CISI). It is fixed, not calibrated: pseudo-queries are drawn evenly over the
+# notes, cited or not, so they cannot see what real questions, which ask about the vault's
+# topics, gain from it. At 0.5 it loses on Dendron with all-MiniLM (0.481 against 0.494).
 LINK_PRIOR = 0.2
 
 Walk = Callable[[Mapping[int, float]], list[int]]  # seed doc weights -> neighbour docs

@@ -431,12 +431,9 @@ class Searcher:
             found = {d: found[d] for d in scope.allowed(conn, list(found))}
         return dict(sorted(found.items(), key=lambda kv: (-kv[1], kv[0])))
 
-    def walker(self, conn: psycopg.Connection, scope: Scope) -> Walk:
-        """The link-graph walk for fusion: neighbour notes best first, within the filters."""
-        return self.links(conn, scope)[0]
-
     def links(self, conn: psycopg.Connection, scope: Scope) -> tuple[Walk, Mapping[int, float]]:
-        """The link-graph walk (see ``walker``) and every cited note's link prior."""
+        """The link-graph walk for fusion (neighbour notes best first, within the filters)
+        and every cited note's link prior."""
         graph = self.graph.get(conn)
 
         def walk(seeds: Mapping[int, float]) -> list[int]:
