@@ -29,6 +29,7 @@ from retriever.index import (
     TierJob,
     changed_files,
     index_vault,
+    scan_changes,
 )
 from retriever.lexical import BM25Params
 from retriever.query_input import (
@@ -38,6 +39,7 @@ from retriever.query_input import (
     validate_queries,
 )
 from retriever.ranking import FUSION_CHOICES, Fusion, Ranking
+from retriever.scan import ScanReport
 from retriever.search import Searcher, SearchOptions, SearchResult, Spare, check_options
 from retriever.tiers import Choice, Tiers
 
@@ -156,6 +158,7 @@ class Retriever:
         embed_limit: int | None = None,
         calibrate: bool = True,
         force: bool = False,
+        scan: ScanReport | None = None,
     ) -> IndexReport:
         """Bring the index in line with the vault, filling every embedding tier that is
         up, then calibrate the ranking when due (never from the bounded freshness pass:
@@ -176,6 +179,7 @@ class Retriever:
             embed_limit=embed_limit,
             force=force,
             tiers=jobs,
+            scan=scan,
         )
         for job, done in zip(jobs, report.tiers, strict=False):
             tier = self.tiers.get(job.tier)
@@ -207,7 +211,7 @@ class Retriever:
             return 0
         self._last_fresh = now
         try:
-            _, changed, deleted = changed_files(self.db, self.settings)
+            scan, changed, deleted = scan_changes(self.db, self.settings)
         except FileNotFoundError:
             return 0
         if not changed and not deleted:
@@ -217,7 +221,9 @@ class Retriever:
             return 0
         # Bounded: never a full rebuild, and only a small share of any embedding backlog
         # (the rest is `retriever index`'s or the watcher's job).
-        report = self.index(wait_for_lock=False, allow_full=False, embed_limit=FRESH_EMBED_LIMIT)
+        report = self.index(
+            wait_for_lock=False, allow_full=False, embed_limit=FRESH_EMBED_LIMIT, scan=scan
+        )
         return report.files_changed + report.files_deleted
 
     def search(

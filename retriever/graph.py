@@ -12,6 +12,8 @@ import networkx as nx
 import numpy as np
 import psycopg
 
+from retriever import store
+
 
 class LinkGraph:
     """The vault's link graph, reloaded when the index changes (cheap generation check)."""
@@ -19,15 +21,20 @@ class LinkGraph:
     def __init__(self) -> None:
         self._graph: nx.Graph = nx.Graph()
         self._generation: object = None
+        self._stamp: tuple[int, ...] = ()
         self._lock = threading.Lock()
 
     def get(self, conn: psycopg.Connection) -> nx.Graph:
-        # Every index run stamps meta.last_index: reload the graph only after one.
+        # Every index run stamps meta.last_index: look at the links only after one, and
+        # rebuild only when they moved (an edit mostly rewrites the same links).
         row = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()
         generation = str(row[0]) if row else None
         with self._lock:
             if generation != self._generation:
-                self._graph = load_graph(conn)
+                stamp = store.links_stamp(conn)
+                if stamp != self._stamp:
+                    self._graph = load_graph(conn)
+                    self._stamp = stamp
                 self._generation = generation
             return self._graph
 

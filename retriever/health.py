@@ -435,7 +435,7 @@ def _coverage_check(
     from retriever.index import compare_with_disk
 
     timer = _Timer()
-    states = store.load_doc_states(conn)
+    states = store.load_stamps(conn)
     last = store.get_meta(conn, "last_index")
     problems: list[str] = []
     hints: list[str] = []

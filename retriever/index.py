@@ -228,6 +228,7 @@ def index_vault(
     embed_limit: int | None = None,
     force: bool = False,
     tiers: Sequence[TierJob] | None = None,
+    scan: ScanReport | None = None,
 ) -> IndexReport:
     """Bring the index in line with the vault. Returns what was done.
 
@@ -238,6 +239,7 @@ def index_vault(
 
     ``allow_full=False`` and ``embed_limit`` bound the work for the freshness pass that
     runs before a search: it never turns into a full rebuild or a long embedding backlog.
+    ``scan``: a scan of the vault the caller has just taken (it is not walked again).
     """
     started = time.perf_counter()
     vault = settings.resolved_vault()
@@ -263,6 +265,7 @@ def index_vault(
                     else [TierJob("primary", embedder, embed_error)]
                 )
                 run = _Run(db, settings, vault, report, jobs, progress, halt, embed_limit)
+                run.scan = scan
                 _run(run, full, allow_full, force)
         finally:
             lock_conn.execute("SELECT pg_advisory_unlock(%s)", (INDEX_LOCK_KEY,))
@@ -286,6 +289,7 @@ class _Run:
     clock: float = field(default_factory=time.perf_counter)
     dropped: set[bytes] = field(default_factory=set)  # passages deleted chunks referred to
     full_gc: bool = False  # an earlier run wrote and died before its GC: collect everywhere
+    scan: ScanReport | None = None  # the caller's scan of the vault, taken just before
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
@@ -318,40 +322,38 @@ def _run(run: _Run, full: bool, allow_full: bool = True, force: bool = False) ->
 def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
     """Compare the vault with the index; None when the run must not go on (said why)."""
     report, settings = run.report, run.settings
-    scan = _scan(settings)
+    scan = run.scan or _scan(settings)
     report.skipped = scan.skipped_too_large + scan.skipped_escaping_links
     for rel in scan.skipped_too_large:
         report.warnings.append(f"{rel}: skipped, over {settings.max_file_bytes} bytes")
     report.files_seen = len(scan.files)
     with run.db.connection() as conn:
-        states = store.load_doc_states(conn)
+        states = store.load_stamps(conn)
         version = store.get_meta(conn, "pipeline_version")
         last = store.get_meta(conn, "last_index")
+        changed, deleted = _compare(states, scan)
+        known = store.known_hashes(conn, [f.path for f in changed] if states and not full else [])
         conn.commit()
     if version != PIPELINE_VERSION and states:
         if not allow_full:
             report.warnings.append("the indexing pipeline changed: run `retriever index`")
             return None
         full = report.full = True  # chunking/normalisation/redaction changed: re-derive all
-    changed, deleted = _compare(states, scan)
+        known = {}
     indexed_vault = last.get("vault") if isinstance(last, dict) else None
     refusal = None if force else wipe_refusal(run.vault, indexed_vault, len(states), len(deleted))
     if refusal:
         report.errors.append(refusal)
         report.refused = refusal
         return None
-    todo = [
-        _job(run, f, None if full else states.get(f.path))
-        for f in (scan.files if full else changed)
-    ]
+    todo = [_job(run, f, known.get(f.path)) for f in (scan.files if full else changed)]
     report.files_unchanged = report.files_seen - len(todo)
     added = any(j.path not in states for j in todo)
     return _Plan(todo, deleted, bool(deleted) or added, not states and len(todo) >= BULK_THRESHOLD)
 
 
-def _job(run: _Run, found: FileInfo, old: store.DocState | None) -> PrepareJob:
+def _job(run: _Run, found: FileInfo, known: bytes | None) -> PrepareJob:
     """The prepare job of one note; a known hash lets an untouched body skip re-chunking."""
-    known = old.sha256 if old is not None else None
     chunking = (run.settings.chunk_min_chars, run.settings.chunk_max_chars)
     return PrepareJob(str(run.vault), found.path, *chunking, known)
 
@@ -385,7 +387,9 @@ def _apply(run: _Run, conn: psycopg.Connection, plan: _Plan) -> list[str]:
     if not run.halt.is_set() and (resolve_all or aliases_changed or written):
         # Renames, deletions and alias edits can change any link's target; an edit
         # alone only changes the edited notes' own links.
-        _resolve_links(conn, report, None if resolve_all or aliases_changed else written)
+        _resolve_links(
+            conn, report, None if resolve_all or aliases_changed else written, run.db.url
+        )
     if plan.bulk:
         # Every lexicon and links row was updated once (counts, targets): rewrite both
         # without the dead versions, and give the planner statistics for the new data.
@@ -540,27 +544,51 @@ def _write_changes(
     return written, aliases_changed
 
 
+@dataclass(frozen=True, slots=True)
+class _Notes:
+    """The indexed notes as link resolution needs them, and the stamp they were read at."""
+
+    stamp: tuple[int, ...]
+    resolver: LinkResolver
+    paths: dict[int, str]  # id -> path
+    ids: dict[str, int]  # path -> id
+
+
+# Per database: the last run's resolver. An edit that adds, removes or renames no note
+# reuses it (building one over 17,000 notes took longer than the rest of the run).
+_RESOLVERS: dict[str, _Notes] = {}
+
+
+def _notes(conn: psycopg.Connection, database: str) -> _Notes:
+    stamp = store.notes_stamp(conn)  # a resolver built at the same stamp resolves alike
+    cached = _RESOLVERS.get(database)
+    if cached is not None and cached.stamp == stamp:
+        return cached
+    docs = conn.execute("SELECT id, path, aliases FROM documents").fetchall()
+    resolver = LinkResolver([d[1] for d in docs], {d[1]: d[2] for d in docs if d[2]})
+    notes = _Notes(stamp, resolver, {d[0]: d[1] for d in docs}, {d[1]: d[0] for d in docs})
+    _RESOLVERS[database] = notes
+    return notes
+
+
 def _resolve_links(
-    conn: psycopg.Connection, report: IndexReport, only_paths: list[str] | None
+    conn: psycopg.Connection, report: IndexReport, only_paths: list[str] | None, database: str
 ) -> None:
     """Resolve links the way Obsidian does, against the current set of notes and aliases:
     every link, or only those of ``only_paths`` (notes whose text changed)."""
-    docs = conn.execute("SELECT id, path, aliases FROM documents").fetchall()
-    resolver = LinkResolver([d[1] for d in docs], {d[1]: d[2] for d in docs if d[2]})
-    paths = {d[0]: d[1] for d in docs}
-    ids = {d[1]: d[0] for d in docs}
+    notes = _notes(conn, database)
     query = "SELECT ctid::text, doc_id, target, anchor, alias, kind, line, resolved FROM links"
     if only_paths is None:
         rows = conn.execute(query).fetchall()
     else:
-        only = [ids[p] for p in only_paths if p in ids]
+        only = [notes.ids[p] for p in only_paths if p in notes.ids]
         rows = conn.execute(query + " WHERE doc_id = ANY(%s)", (only,)).fetchall()
     updates: list[tuple[str, int | None]] = []
     resolved = unresolved = 0
     for ctid, doc_id, target, anchor, alias, kind, line, current in rows:
         link = Link(target=target, kind=kind, line=line, anchor=anchor, alias=alias)
-        found = resolver.resolve(link, paths[doc_id])
-        new = ids.get(found) if found else None
+        found = notes.resolver.resolve(link, notes.paths[doc_id])
+        new = notes.ids.get(found) if found else None
         if new is None:
             unresolved += 1
         else:
@@ -709,12 +737,12 @@ def _embed_rows(
 
 def _ensure_vector_index(conn: psycopg.Connection, model: int, dim: int) -> None:
     """HNSW index for this model once exact search would cost more than the index."""
-    row = conn.execute("SELECT count(*) FROM embeddings WHERE model = %s", (model,)).fetchone()
-    if not row or row[0] < HNSW_THRESHOLD:
+    name = f"embeddings_hnsw_m{model}"
+    if relation_exists(conn, name):  # a catalog lookup: no need to count the vectors
         conn.commit()
         return
-    name = f"embeddings_hnsw_m{model}"
-    if relation_exists(conn, name):
+    row = conn.execute("SELECT count(*) FROM embeddings WHERE model = %s", (model,)).fetchone()
+    if not row or row[0] < HNSW_THRESHOLD:
         conn.commit()
         return
     log.info("building the HNSW index for %d vectors", row[0])
@@ -731,14 +759,22 @@ def _ensure_vector_index(conn: psycopg.Connection, model: int, dim: int) -> None
 
 def changed_files(db: Database, settings: Settings) -> tuple[int, list[FileInfo], list[str]]:
     """(notes on disk, files whose size/mtime differ from the index, indexed paths gone)."""
+    scan, changed, deleted = scan_changes(db, settings)
+    return len(scan.files), changed, deleted
+
+
+def scan_changes(db: Database, settings: Settings) -> tuple[ScanReport, list[FileInfo], list[str]]:
+    """The vault's scan, the files whose size/mtime differ from the index, and the indexed
+    paths gone from disk. An index run given this scan does not walk the vault again."""
+    scan = _scan(settings)
     with db.connection() as conn:
-        states = store.load_doc_states(conn)
+        states = store.load_stamps(conn)
         conn.commit()
-    return compare_with_disk(states, settings)
+    return scan, *_compare(states, scan)
 
 
 def compare_with_disk(
-    states: Mapping[str, store.DocState], settings: Settings
+    states: Mapping[str, store.FileStamp], settings: Settings
 ) -> tuple[int, list[FileInfo], list[str]]:
     """The vault on disk against the indexed states (size and mtime per file)."""
     scan = _scan(settings)
@@ -746,7 +782,7 @@ def compare_with_disk(
 
 
 def _compare(
-    states: Mapping[str, store.DocState], scan: ScanReport
+    states: Mapping[str, store.FileStamp], scan: ScanReport
 ) -> tuple[list[FileInfo], list[str]]:
     """(files whose size or mtime differ from the index, indexed paths gone from disk)."""
     changed = [f for f in scan.files if _differs(states.get(f.path), f)]
@@ -763,5 +799,5 @@ def _scan(settings: Settings) -> ScanReport:
     )
 
 
-def _differs(state: store.DocState | None, found: FileInfo) -> bool:
-    return state is None or (state.size, state.mtime_ns) != (found.size, found.mtime_ns)
+def _differs(state: store.FileStamp | None, found: FileInfo) -> bool:
+    return state != (found.size, found.mtime_ns)

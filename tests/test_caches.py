@@ -1,0 +1,171 @@
+"""What a search keeps between index runs (title index, link graph, link resolver) against a
+real PostgreSQL: kept when an edit moved nothing they are built from, rebuilt when it did,
+and always answering as a fresh build would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from retriever import index, store
+from retriever.graph import load_graph
+from retriever.lexical import term_idf
+from retriever.titles import TitleIndex
+from tests.conftest import AppFactory
+
+
+def _doc_id(conn: psycopg.Connection, path: str) -> int:
+    row = conn.execute("SELECT id FROM documents WHERE path = %s", (path,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _first_chunk(conn: psycopg.Connection, doc: int) -> int:
+    row = conn.execute(
+        "SELECT id FROM chunks WHERE doc_id = %s ORDER BY ordinal LIMIT 1", (doc,)
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _fresh_titles(conn: psycopg.Connection) -> TitleIndex:
+    rows = conn.execute("SELECT id, path, title, aliases FROM documents").fetchall()
+    fresh = TitleIndex.build((int(r[0]), r[1], r[2], r[3]) for r in rows)
+    fresh.set_idf(*term_idf(conn, list(fresh.postings)))
+    return fresh
+
+
+def _weighed_names(titles: TitleIndex) -> list[tuple[int, list[str], float]]:
+    """Each name with its weight, in an order that does not depend on the rows' order."""
+    return sorted(
+        (doc, sorted(words), info)
+        for (doc, words), info in zip(titles.names, titles.name_info, strict=True)
+    )
+
+
+def _append(note: Path, text: str) -> None:
+    note.write_text(note.read_text(encoding="utf-8") + text, encoding="utf-8")
+
+
+def test_a_body_edit_keeps_the_names_and_the_graph_but_not_the_weights_or_openings(
+    make_app: AppFactory, vault_copy: Path
+) -> None:
+    app = make_app(vault_copy)
+    app.index()
+    searcher = app._searcher
+    with app.db.connection() as conn:
+        titles, graph = searcher.titles.get(conn), searcher.graph.get(conn)
+        shakshuka = _doc_id(conn, "cooking/Shakshuka.md")
+        opening = searcher.titles.first_chunk(shakshuka)
+        conn.commit()
+    # New words (their IDF moves) and a new opening chunk; no name, no link changes.
+    note = vault_copy / "cooking" / "Shakshuka.md"
+    note.write_text(
+        note.read_text(encoding="utf-8").replace(
+            "# Shakshuka\n", "# Shakshuka\n\nHarissa zhoug labneh, a brunch classic, nothing like a dashi.\n"
+        ),
+        encoding="utf-8",
+    )
+    assert app.index().files_changed == 1
+    with app.db.connection() as conn:
+        kept, same_graph = searcher.titles.get(conn), searcher.graph.get(conn)
+        fresh = _fresh_titles(conn)
+        assert kept is not titles and kept.names is titles.names  # names not rebuilt
+        assert same_graph is graph
+        assert kept.passage_idf == fresh.passage_idf
+        assert _weighed_names(kept) == _weighed_names(fresh)
+        assert kept.passage_idf != titles.passage_idf  # the weights did move
+        new_opening = searcher.titles.first_chunk(shakshuka)
+        assert new_opening == _first_chunk(conn, shakshuka) and new_opening != opening
+        assert kept.search("shakshuka") == fresh.search("shakshuka")
+        conn.commit()
+
+
+def test_a_new_title_or_a_new_link_rebuilds_what_depends_on_it(
+    make_app: AppFactory, vault_copy: Path
+) -> None:
+    app = make_app(vault_copy)
+    app.index()
+    searcher = app._searcher
+    with app.db.connection() as conn:
+        titles, graph = searcher.titles.get(conn), searcher.graph.get(conn)
+        conn.commit()
+    note = vault_copy / "cooking" / "Dashi.md"
+    note.write_text(
+        note.read_text(encoding="utf-8").replace("title: Dashi", "title: Kombu Stock"),
+        encoding="utf-8",
+    )
+    _append(note, "\nSee also [[Shakshuka]] for a weekend brunch.\n")
+    app.index()
+    with app.db.connection() as conn:
+        rebuilt, regraphed = searcher.titles.get(conn), searcher.graph.get(conn)
+        dashi = _doc_id(conn, "cooking/Dashi.md")
+        shakshuka = _doc_id(conn, "cooking/Shakshuka.md")
+        assert rebuilt.names is not titles.names
+        assert dashi in rebuilt.search("kombu stock")
+        assert regraphed is not graph and regraphed.has_edge(dashi, shakshuka)
+        assert sorted(regraphed.edges) == sorted(load_graph(conn).edges)
+        conn.commit()
+
+
+def test_links_of_an_edit_resolve_with_the_kept_resolver_and_new_notes_with_a_new_one(
+    make_app: AppFactory, vault_copy: Path
+) -> None:
+    app = make_app(vault_copy)
+    app.index()
+    kept = index._RESOLVERS[app.db.url]
+    source = vault_copy / "cooking" / "Dashi.md"
+    _append(source, "\nPairs with [[Pain au levain]].\n")
+    app.index()
+    assert index._RESOLVERS[app.db.url] is kept  # no note added, renamed or re-aliased
+    (vault_copy / "cooking" / "Ramen.md").write_text("# Ramen\n\nStarts from dashi.\n")
+    _append(source, "\nAnd [[Ramen]] starts from it.\n")
+    app.index()
+    assert index._RESOLVERS[app.db.url] is not kept
+    with app.db.connection() as conn:
+        dashi = _doc_id(conn, "cooking/Dashi.md")
+        resolved = dict(
+            conn.execute(
+                "SELECT target, resolved FROM links WHERE doc_id = %s", (dashi,)
+            ).fetchall()
+        )
+        assert resolved["Pain au levain"] == _doc_id(conn, "cooking/Pain au levain.md")
+        assert resolved["Ramen"] == _doc_id(conn, "cooking/Ramen.md")
+        conn.commit()
+
+
+def test_the_stamps_move_with_what_they_sum_up(make_app: AppFactory, vault_copy: Path) -> None:
+    app = make_app(vault_copy)
+    app.index()
+    with app.db.connection() as conn:
+        notes, links = store.notes_stamp(conn), store.links_stamp(conn)
+        conn.execute("UPDATE documents SET aliases = '{Broth}' WHERE path = 'cooking/Dashi.md'")
+        assert store.notes_stamp(conn) != notes and store.links_stamp(conn) == links
+        conn.execute(
+            "DELETE FROM links WHERE resolved IS NOT NULL AND ctid IN "
+            "(SELECT ctid FROM links WHERE resolved IS NOT NULL LIMIT 1)"
+        )
+        assert store.links_stamp(conn) != links
+        conn.rollback()
+
+
+def test_a_freshness_pass_indexes_an_edit_from_its_own_scan(
+    make_app: AppFactory, vault_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = make_app(vault_copy, fresh_interval=0.0)
+    app.index()
+    _append(vault_copy / "Inbox.md", "\nCall the zorblax locksmith.\n")
+    walks: list[Path] = []
+    real = index.scan_vault
+
+    def counted(vault: Path, **kw: object) -> object:
+        walks.append(vault)
+        return real(vault, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(index, "scan_vault", counted)
+    assert app.refresh() == 1
+    assert len(walks) == 1  # the index run did not walk the vault a second time
+    found = app.search("zorblax locksmith", fresh=False)
+    assert found.hits and found.hits[0].path == "Inbox.md"
