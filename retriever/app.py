@@ -436,6 +436,7 @@ class Retriever:
                 return {"status": "current", "model": key or None}
             from retriever.calibrate import calibrate
 
+            conn.commit()  # a transaction of its own, not a savepoint: it exports a snapshot
             with conn.transaction():
                 result = calibrate(
                     conn,
@@ -445,6 +446,7 @@ class Retriever:
                     bm25=self.bm25(),
                     absent_coverage=self.settings.absent_coverage,
                     absent_quantile=self.settings.absent_quantile,
+                    spare=self.db.spare,
                 )
         return result
 

@@ -19,6 +19,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,7 @@ from retriever.embed import Embedder, InvalidVectorError
 from retriever.lexical import BM25Params, idf, named_words, query_terms, term_idf, tokenize
 from retriever.pseudo import NoteSample, PseudoQuery, Section, make_queries, name_key, note_order
 from retriever.ranking import DEFAULT_RANKING, Arms, Ranking, Walk, fuse, ranked_docs
-from retriever.search import Scope, Searcher
+from retriever.search import Scope, Searcher, Spare, run_beside
 from retriever.titles import note_names
 
 log = logging.getLogger(__name__)
@@ -221,19 +222,37 @@ def run_arms(
     embedder: Embedder | None,
     model: tuple[int, int] | None,
     bm25: BM25Params,
+    spare: Spare | None = None,
 ) -> list[Arms]:
+    """Every pseudo-query's arms. With ``spare`` (a second connection's source), the
+    second half runs on it, on ``conn``'s snapshot, while the first half runs on ``conn``:
+    the same arms, in most of the time (the server has a core for each). ``conn`` must
+    not be inside a savepoint then: a subtransaction cannot export its snapshot."""
     vectors: list[np.ndarray | None] = [None] * len(queries)
     if embedder is not None and model is not None:
         vectors = embed_queries(embedder, [q.text for q in queries])
     mode = "hybrid" if model is not None else "lexical"
     scope = Scope("", {})
-    out: list[Arms] = []
-    for q, v in zip(queries, vectors, strict=True):
-        arms = searcher.gather(
-            conn, [q.text], mode, model, [v] if v is not None else [], scope, bm25
-        )
-        out.append(arms.without_chunk(q.hide) if q.hide is not None else arms)
-    return out
+
+    def arms_of(c: psycopg.Connection, part: range) -> list[Arms]:
+        out: list[Arms] = []
+        for i in part:
+            q, v = queries[i], vectors[i]
+            arms = searcher.gather(
+                c, [q.text], mode, model, [v] if v is not None else [], scope, bm25
+            )
+            out.append(arms.without_chunk(q.hide) if q.hide is not None else arms)
+        return out
+
+    half = len(queries) // 2 if spare is not None else len(queries)
+    if half == len(queries):
+        return arms_of(conn, range(len(queries)))
+    assert spare is not None
+    with ThreadPoolExecutor(1, thread_name_prefix="retriever-calibrate") as worker:
+        later = run_beside(worker, conn, spare, lambda c: arms_of(c, range(half, len(queries))))
+        first = arms_of(conn, range(half))
+        rest = later.result()
+    return first + (rest if rest is not None else arms_of(conn, range(half, len(queries))))
 
 
 # --- choosing --------------------------------------------------------------------------
@@ -508,9 +527,11 @@ def calibrate(
     bm25: BM25Params,
     absent_coverage: float,
     absent_quantile: float,
+    spare: Spare | None = None,
 ) -> dict[str, Any]:
     """Calibrate and store the result for the model (and for lexical-only searches).
-    Returns the report; ``status`` is "calibrated" or "too_small"."""
+    Returns the report; ``status`` is "calibrated" or "too_small". ``spare``: a second
+    connection's source, to run the pseudo-queries on two connections (see run_arms)."""
     started = time.perf_counter()
     key = embedder.fingerprint if embedder is not None and model is not None else LEXICAL_KEY
     notes, shared, common, n_docs = load_notes(conn, MAX_QUERIES)
@@ -531,7 +552,7 @@ def calibrate(
             conn, key, n_docs, f"the notes give only {len(queries)} usable pseudo-queries"
         )
     searcher.titles.get(conn)
-    arms = run_arms(conn, searcher, queries, embedder=embedder, model=model, bm25=bm25)
+    arms = run_arms(conn, searcher, queries, embedder=embedder, model=model, bm25=bm25, spare=spare)
     walker, prior = searcher.links(conn, Scope("", {}))
     walk = CachedWalk(walker)
     split = {s: [i for i, q in enumerate(queries) if q.split == s] for s in ("choose", "report")}

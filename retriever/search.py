@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -380,7 +380,7 @@ class Searcher:
 
         beside = None
         if lexical and semantic and spare is not None:
-            beside = self._beside(conn, spare, others)
+            beside = run_beside(self._workers, conn, spare, others)
         if lexical:
             arms.lexical = _bm25_lists(conn, queries, scope, bm25)
         found = beside.result() if beside is not None else None
@@ -389,33 +389,6 @@ class Searcher:
         if ids:
             arms.doc_of = store.chunk_owners(conn, ids)
         return arms
-
-    def _beside(
-        self, conn: psycopg.Connection, spare: Spare, work: Callable[[psycopg.Connection], T]
-    ) -> Future[T | None]:
-        """``work`` in a worker thread, on a second connection that sees exactly what
-        ``conn`` sees (its exported snapshot: a re-index committing meanwhile changes
-        neither). The future holds None when no second connection was free, or when the
-        server is a standby (a standby cannot export a snapshot)."""
-        snapshot = conn.execute(
-            "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_export_snapshot() END"
-        ).fetchone()
-        if snapshot is None or snapshot[0] is None:
-            done: Future[T | None] = Future()
-            done.set_result(None)
-            return done
-        begin = sql.SQL(
-            "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT {}"
-        ).format(sql.Literal(snapshot[0]))
-
-        def run() -> T | None:
-            with spare() as other:
-                if other is None:
-                    return None
-                other.execute(begin)
-                return work(other)
-
-        return self._workers.submit(run)
 
     def _titles(
         self, conn: psycopg.Connection, queries: list[str], scope: Scope
@@ -497,6 +470,37 @@ class Searcher:
             # never split at index time): deliver its head, cited exactly, and say so.
             truncate_to_budget(hits[0], opts.budget_tokens)
         return hits
+
+
+def run_beside(
+    workers: Executor,
+    conn: psycopg.Connection,
+    spare: Spare,
+    work: Callable[[psycopg.Connection], T],
+) -> Future[T | None]:
+    """``work`` on ``workers``, on a second connection that sees exactly what ``conn`` sees
+    (its exported snapshot: a re-index committing meanwhile changes neither). The future
+    holds None when no second connection was free, or when the server is a standby (a
+    standby cannot export a snapshot)."""
+    snapshot = conn.execute(
+        "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_export_snapshot() END"
+    ).fetchone()
+    if snapshot is None or snapshot[0] is None:
+        done: Future[T | None] = Future()
+        done.set_result(None)
+        return done
+    begin = sql.SQL(
+        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT {}"
+    ).format(sql.Literal(snapshot[0]))
+
+    def run() -> T | None:
+        with spare() as other:
+            if other is None:
+                return None
+            other.execute(begin)
+            return work(other)
+
+    return workers.submit(run)
 
 
 def _bm25_lists(

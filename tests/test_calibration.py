@@ -291,3 +291,43 @@ def test_absence_flags_a_name_the_vault_never_mentions_and_spares_another_langua
         row = conn.execute("SELECT id FROM documents WHERE path = 'Kite notes.md'").fetchone()
         left_out = _doc_term_counts(conn, [row[0]])[row[0]]
     assert lex.holds(None)(term) and not lex.holds(left_out)(term)
+
+
+def test_pseudo_queries_on_two_connections_give_the_same_arms_as_on_one(
+    make_app, hobby_vault_dir, hobby_model
+) -> None:
+    from retriever import calibrate as cal
+    from retriever import store
+
+    app = make_app(hobby_vault_dir, model=hobby_model)
+    app.index()
+    embedder = app.embedder()[0]
+    assert embedder is not None
+    with app.db.connection() as conn:
+        notes, shared, common, _ = cal.load_notes(conn, cal.MAX_QUERIES)
+        queries = cal.make_queries(
+            notes,
+            limit=cal.MAX_QUERIES,
+            shared_names=shared,
+            common_headings=common,
+            rarity=cal._rarity(conn, notes),
+        )
+        model = store.model_row(conn, embedder.fingerprint)
+        app._searcher.titles.get(conn)
+        conn.commit()
+        args = {"embedder": embedder, "model": model, "bm25": app.bm25()}
+        one = cal.run_arms(conn, app._searcher, queries, **args)
+        conn.commit()
+        used: list[bool] = []
+        real_spare = app.db.spare
+
+        def counted_spare():  # type: ignore[no-untyped-def]
+            used.append(True)
+            return real_spare()
+
+        two = cal.run_arms(conn, app._searcher, queries, spare=counted_spare, **args)
+        conn.commit()
+    assert len(queries) > 20 and used == [True]
+    assert [(a.lexical, a.semantic, a.title, a.doc_of) for a in one] == [
+        (a.lexical, a.semantic, a.title, a.doc_of) for a in two
+    ]
