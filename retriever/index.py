@@ -25,7 +25,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 
 PIPELINE_VERSION = f"c{CHUNKER_VERSION}-n{NORMALISER_VERSION}-r{REDACTOR_VERSION}"
 WRITE_BATCH = 200  # notes per transaction in big runs (each note stays atomic)
+# ... or fewer, once they hold this many chunks: a run of huge notes (tables of thousands of
+# rows) held 100 MB in one batch, and the process keeps that memory for the rest of the run.
+WRITE_BATCH_CHUNKS = 2000
 PARALLEL_THRESHOLD = 300  # below this many changed files, workers cost more than they save
 HNSW_THRESHOLD = 20_000  # exact cosine search is fast enough below this many vectors
 # pgvector's default graph (m 16, ef_construction 64) gave recall@30 0.973-0.982 against
@@ -494,12 +497,14 @@ def _write_changes(
     batch: list[PreparedDoc] = []
     touched: list[tuple[str, int, int]] = []
     done = 0
+    chunks_held = 0
 
     written: list[str] = []
     aliases_changed = False
 
     def flush() -> None:
-        nonlocal aliases_changed
+        nonlocal aliases_changed, chunks_held
+        chunks_held = 0
         if not batch and not touched:
             return
         with conn.transaction():
@@ -525,6 +530,7 @@ def _write_changes(
         done += 1
         if isinstance(result, PreparedDoc):
             batch.append(result)
+            chunks_held += len(result.chunks)
             redactions.update(result.redactions)
             report.warnings.extend(result.warnings)
             for kind, count in result.redactions.items():
@@ -533,7 +539,8 @@ def _write_changes(
             touched.append((result.path, result.size, result.mtime_ns))
         else:
             report.errors.append(f"{result.path}: cannot read ({result.reason})")
-        if len(batch) >= WRITE_BATCH or len(touched) >= 5 * WRITE_BATCH:
+        full = len(batch) >= WRITE_BATCH or chunks_held >= WRITE_BATCH_CHUNKS
+        if full or len(touched) >= 5 * WRITE_BATCH:
             flush()
         if progress:
             progress("index", done, len(jobs))
@@ -578,23 +585,22 @@ def _resolve_links(
     every link, or only those of ``only_paths`` (notes whose text changed)."""
     notes = _notes(conn, database)
     query = "SELECT ctid::text, doc_id, target, anchor, alias, kind, line, resolved FROM links"
-    if only_paths is None:
-        rows = conn.execute(query).fetchall()
-    else:
-        only = [notes.ids[p] for p in only_paths if p in notes.ids]
-        rows = conn.execute(query + " WHERE doc_id = ANY(%s)", (only,)).fetchall()
+    params: tuple[object, ...] = ()
+    if only_paths is not None:
+        query += " WHERE doc_id = ANY(%s)"
+        params = ([notes.ids[p] for p in only_paths if p in notes.ids],)
     updates: list[tuple[str, int | None]] = []
     resolved = unresolved = 0
-    for ctid, doc_id, target, anchor, alias, kind, line, current in rows:
-        link = Link(target=target, kind=kind, line=line, anchor=anchor, alias=alias)
-        found = notes.resolver.resolve(link, notes.paths[doc_id])
-        new = notes.ids.get(found) if found else None
-        if new is None:
-            unresolved += 1
-        else:
-            resolved += 1
-        if new != current:
-            updates.append((ctid, new))
+    # Streamed from a server-side cursor: a vault's every link at once was the largest
+    # thing a full index held in memory (87 MB of rows on win32-17k).
+    with conn.cursor(name="links_to_resolve") as rows:
+        rows.itersize = 5000
+        rows.execute(query, params)
+        for row in rows:
+            if _resolve_one(notes, row, updates):
+                resolved += 1
+            else:
+                unresolved += 1
     with conn.transaction():
         if updates:
             conn.execute(
@@ -608,6 +614,19 @@ def _resolve_links(
         store.set_meta(conn, "links_pending", False)
     report.links_resolved = resolved
     report.links_unresolved = unresolved
+
+
+def _resolve_one(
+    notes: _Notes, row: tuple[Any, ...], updates: list[tuple[str, int | None]]
+) -> bool:
+    """Resolve one links row; a target that moved joins ``updates``. True when it resolves."""
+    ctid, doc_id, target, anchor, alias, kind, line, current = row
+    link = Link(target=target, kind=kind, line=line, anchor=anchor, alias=alias)
+    found = notes.resolver.resolve(link, notes.paths[doc_id])
+    new = notes.ids.get(found) if found else None
+    if new != current:
+        updates.append((ctid, new))
+    return new is not None
 
 
 SCOPED_PENDING_MAX = 1000  # notes written: up to this, look for new passages among theirs

@@ -1329,3 +1329,35 @@ def test_an_edit_embeds_what_its_note_holds_and_what_earlier_runs_left(
         row = store.model_row(conn, embedder.fingerprint)
         assert row is not None
         assert store.pending_hashes(conn, row[0], among_paths=["Inbox.md"]) == []
+
+
+def test_a_batch_is_written_once_it_holds_enough_chunks_and_links_stream_alike(
+    make_app, vault_copy: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches bounded by chunks (not only by notes) and links resolved from a server-side
+    cursor give the same index as one batch; no batch holds more notes than it must."""
+    from retriever import index as index_module
+
+    make_app(vault_copy).index()
+    want = snapshot(db_url)
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("TRUNCATE documents, passages, lexicon, links, chunks CASCADE")
+        conn.execute("UPDATE lex_stats SET n_chunks = 0, sum_len = 0")
+        conn.execute("DELETE FROM meta")
+    batches: list[list[int]] = []  # chunks of each note, per batch written
+    real_write = store.write_documents
+
+    def counted(conn: psycopg.Connection, docs: list[object], **kw: object) -> object:
+        batches.append([len(d.chunks) for d in docs])  # type: ignore[attr-defined]
+        return real_write(conn, docs, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(index_module, "WRITE_BATCH_CHUNKS", 5)
+    monkeypatch.setattr(store, "write_documents", counted)
+    report = make_app(vault_copy).index()
+    batches = [b for b in batches if b]
+    assert report.errors == [] and len(batches) > 3
+    # A batch is written as soon as it reaches the cap: only its last note crosses it.
+    assert all(sum(b[:-1]) < 5 for b in batches)
+    assert sum(map(sum, batches)) == report.chunks_added
+    assert_same_index(snapshot(db_url), want)
+    assert_stats_consistent(db_url)
