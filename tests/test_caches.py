@@ -64,7 +64,8 @@ def test_a_body_edit_keeps_the_names_and_the_graph_but_not_the_weights_or_openin
     note = vault_copy / "cooking" / "Shakshuka.md"
     note.write_text(
         note.read_text(encoding="utf-8").replace(
-            "# Shakshuka\n", "# Shakshuka\n\nHarissa zhoug labneh, a brunch classic, nothing like a dashi.\n"
+            "# Shakshuka\n",
+            "# Shakshuka\n\nHarissa zhoug labneh, a brunch classic, nothing like a dashi.\n",
         ),
         encoding="utf-8",
     )
