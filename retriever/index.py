@@ -13,6 +13,7 @@ a script that calls the library must guard its entry point with
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import multiprocessing
 import os
@@ -193,6 +194,20 @@ def _prepared(jobs: list[PrepareJob]) -> Iterator[PrepareResult]:
 
 WIPE_MIN_NOTES = 10  # losing fewer notes than this at once is never questioned
 WIPE_SHARE = 0.5  # losing more than this share of the notes at once needs --force
+
+
+RELEASE_AFTER_VECTORS = 5000  # an embedding pass this big frees its batches' pages
+
+
+def release_memory() -> None:
+    """Hand the heap's free pages back to the system (glibc only; elsewhere a no-op). A big
+    run's parsed notes and rows are freed by then, but the allocator keeps their pages:
+    the process would carry the write phase's peak into the embedding and calibration."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def wipe_refusal(vault: Path, indexed_vault: object, n_indexed: int, n_gone: int) -> str | None:
@@ -400,6 +415,8 @@ def _apply(run: _Run, conn: psycopg.Connection, plan: _Plan) -> list[str]:
         conn.execute("ANALYZE chunks, passages, documents")
         conn.commit()
     run.lap("links")
+    if len(written) >= PARALLEL_THRESHOLD:  # a big run; a small one has little to hand back
+        release_memory()
     return written
 
 
@@ -435,6 +452,8 @@ def _embed_into_report(run: _Run, conn: psycopg.Connection, written: list[str]) 
     report.vectors_refused = primary.refused
     conn.commit()
     run.lap("embed")
+    if report.passages_embedded >= RELEASE_AFTER_VECTORS:
+        release_memory()
 
 
 def _embed_tiers(

@@ -1361,3 +1361,21 @@ def test_a_batch_is_written_once_it_holds_enough_chunks_and_links_stream_alike(
     assert sum(map(sum, batches)) == report.chunks_added
     assert_same_index(snapshot(db_url), want)
     assert_stats_consistent(db_url)
+
+
+def test_a_big_run_hands_its_freed_memory_back_and_a_small_one_does_not_try(
+    make_app, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from retriever import index as index_module
+
+    vault = make_big_vault(tmp_path / "big", PARALLEL_THRESHOLD)
+    calls: list[str] = []
+    monkeypatch.setattr(index_module, "release_memory", lambda: calls.append("trim"))
+    app = make_app(vault)
+    assert app.index().files_changed == PARALLEL_THRESHOLD
+    assert calls == ["trim"]  # after the write phase; no embedding pass here
+    (vault / "extra.md").write_text("# Extra\n\nOne more note.\n", encoding="utf-8")
+    assert app.index().files_changed == 1
+    assert calls == ["trim"]
+    monkeypatch.undo()
+    index_module.release_memory()  # glibc: trims; elsewhere: does nothing, never raises
