@@ -244,10 +244,9 @@ def run_arms(
             out.append(arms.without_chunk(q.hide) if q.hide is not None else arms)
         return out
 
-    half = len(queries) // 2 if spare is not None else len(queries)
-    if half == len(queries):
+    if spare is None or len(queries) < 2:
         return arms_of(conn, range(len(queries)))
-    assert spare is not None
+    half = len(queries) // 2
     with ThreadPoolExecutor(1, thread_name_prefix="retriever-calibrate") as worker:
         later = run_beside(worker, conn, spare, lambda c: arms_of(c, range(half, len(queries))))
         first = arms_of(conn, range(half))

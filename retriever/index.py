@@ -282,8 +282,9 @@ def index_vault(
                     if tiers is not None
                     else [TierJob("primary", embedder, embed_error)]
                 )
-                run = _Run(db, settings, vault, report, jobs, progress, halt, embed_limit)
-                run.scan = scan
+                run = _Run(
+                    db, settings, vault, report, jobs, progress, halt, embed_limit, scan=scan
+                )
                 _run(run, full, allow_full, force)
         finally:
             lock_conn.execute("SELECT pg_advisory_unlock(%s)", (INDEX_LOCK_KEY,))

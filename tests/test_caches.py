@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import networkx as nx
 import psycopg
 import pytest
 
 from retriever import index, store
+from retriever.app import Retriever
 from retriever.graph import load_graph
 from retriever.lexical import term_idf
 from retriever.titles import TitleIndex
@@ -45,6 +47,16 @@ def _weighed_names(titles: TitleIndex) -> list[tuple[int, list[str], float]]:
     )
 
 
+def _indexed(make_app: AppFactory, vault: Path) -> tuple[Retriever, TitleIndex, nx.Graph]:
+    """An indexed app, and the title index and link graph its searches use now."""
+    app = make_app(vault)
+    app.index()
+    with app.db.connection() as conn:
+        titles, graph = app._searcher.titles.get(conn), app._searcher.graph.get(conn)
+        conn.commit()
+    return app, titles, graph
+
+
 def _append(note: Path, text: str) -> None:
     note.write_text(note.read_text(encoding="utf-8") + text, encoding="utf-8")
 
@@ -52,11 +64,9 @@ def _append(note: Path, text: str) -> None:
 def test_a_body_edit_keeps_the_names_and_the_graph_but_not_the_weights_or_openings(
     make_app: AppFactory, vault_copy: Path
 ) -> None:
-    app = make_app(vault_copy)
-    app.index()
+    app, titles, graph = _indexed(make_app, vault_copy)
     searcher = app._searcher
     with app.db.connection() as conn:
-        titles, graph = searcher.titles.get(conn), searcher.graph.get(conn)
         shakshuka = _doc_id(conn, "cooking/Shakshuka.md")
         opening = searcher.titles.first_chunk(shakshuka)
         conn.commit()
@@ -87,12 +97,8 @@ def test_a_body_edit_keeps_the_names_and_the_graph_but_not_the_weights_or_openin
 def test_a_new_title_or_a_new_link_rebuilds_what_depends_on_it(
     make_app: AppFactory, vault_copy: Path
 ) -> None:
-    app = make_app(vault_copy)
-    app.index()
+    app, titles, graph = _indexed(make_app, vault_copy)
     searcher = app._searcher
-    with app.db.connection() as conn:
-        titles, graph = searcher.titles.get(conn), searcher.graph.get(conn)
-        conn.commit()
     note = vault_copy / "cooking" / "Dashi.md"
     note.write_text(
         note.read_text(encoding="utf-8").replace("title: Dashi", "title: Kombu Stock"),

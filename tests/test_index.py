@@ -1154,6 +1154,14 @@ def test_cli_json_and_exit_codes(
 # --- bulk load (first index of a big vault) ---------------------------------------------
 
 
+def _empty_index(db_url: str) -> None:
+    """Back to a database that has never indexed anything (schema kept)."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("TRUNCATE documents, passages, lexicon, links, chunks CASCADE")
+        conn.execute("UPDATE lex_stats SET n_chunks = 0, sum_len = 0")
+        conn.execute("DELETE FROM meta")
+
+
 def test_bulk_load_gives_the_same_index_as_note_by_note(
     make_app, vault_copy: Path, db_url: str, pg_server_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1164,10 +1172,7 @@ def test_bulk_load_gives_the_same_index_as_note_by_note(
     monkeypatch.setattr(index_module, "BULK_THRESHOLD", 10**9)
     make_app(vault_copy).index()
     want = snapshot(db_url)
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        conn.execute("TRUNCATE documents, passages, lexicon, links, chunks CASCADE")
-        conn.execute("UPDATE lex_stats SET n_chunks = 0, sum_len = 0")
-        conn.execute("DELETE FROM meta")
+    _empty_index(db_url)
     monkeypatch.setattr(index_module, "BULK_THRESHOLD", 1)
     report = make_app(vault_copy).index()
     assert report.errors == []
@@ -1340,10 +1345,7 @@ def test_a_batch_is_written_once_it_holds_enough_chunks_and_links_stream_alike(
 
     make_app(vault_copy).index()
     want = snapshot(db_url)
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        conn.execute("TRUNCATE documents, passages, lexicon, links, chunks CASCADE")
-        conn.execute("UPDATE lex_stats SET n_chunks = 0, sum_len = 0")
-        conn.execute("DELETE FROM meta")
+    _empty_index(db_url)
     batches: list[list[int]] = []  # chunks of each note, per batch written
     real_write = store.write_documents
 
