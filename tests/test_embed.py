@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,6 +17,9 @@ from retriever.embed import (
     load_embedder,
     validate_vectors,
 )
+from retriever.embed.model2vec import SPARSE_POOL_MIN
+from retriever.embed.pooling import pooler_for
+from tests.conftest import TEST_VAULT
 
 
 def test_valid_vectors_pass() -> None:
@@ -107,3 +111,62 @@ def test_passages_a_model_reads_nothing_in_do_not_make_it_look_broken() -> None:
     assert kept == 0 and error is not None
     kept, refused, error = run(["nan", "a note"] * BROKEN_AFTER)  # a good vector resets
     assert kept == BROKEN_AFTER and error is None
+
+
+def _vault_texts() -> list[str]:
+    """Passages of every length, some past the model's truncation, some unreadable."""
+    texts = []
+    for path in sorted(TEST_VAULT.rglob("*.md")):
+        body = path.read_text(encoding="utf-8", errors="replace")
+        texts += [p for p in body.split("\n\n") if p.strip()]
+        texts.append(body * 8)  # long: cut by characters and by tokens, as encode cuts it
+    return [*texts, "zzzqqq xxxyyy", "Élève café résumé"]
+
+
+def _models(model_dir: Path) -> list[Any]:
+    """The test model, and the same vocabulary vocabulary-quantised: token ids mapped onto
+    fewer rows, each token weighted (the layout of Model2Vec's quantised models)."""
+    from model2vec import StaticModel
+
+    plain = StaticModel.from_pretrained(str(model_dir))
+    n = len(plain.tokens)
+    mapping = np.arange(n) % max(2, n // 3)
+    weights = np.linspace(0.5, 1.5, n).astype(np.float32)
+    quantised = StaticModel(
+        plain.embedding[: mapping.max() + 1],
+        plain.tokenizer,
+        normalize=True,
+        weights=weights,
+        token_mapping=mapping,
+        max_length=64,
+    )
+    return [plain, quantised]
+
+
+def test_sparse_pooling_gives_the_model_s_own_vectors(model_dir: Path) -> None:
+    texts = _vault_texts()
+    assert len(texts) >= SPARSE_POOL_MIN
+    for model in _models(model_dir):
+        pooler = pooler_for(model)
+        assert pooler is not None
+        expected = model.encode(texts, use_multiprocessing=False).astype(np.float32)
+        got = pooler.encode(texts)
+        assert got.shape == expected.shape
+        assert np.abs(got - expected).max() < 2e-3  # float16 rounding of encode's output
+        assert not got[-2].any()  # no known word: zero, as encode gives (and is refused)
+
+
+def test_an_index_batch_and_a_query_embed_alike(model_dir: Path) -> None:
+    embedder = load_embedder(str(model_dir))
+    texts = [t for t in _vault_texts() if any(w.isalpha() for w in t)][:-2]
+    batch = embedder.embed(texts[:SPARSE_POOL_MIN])  # the sparse path
+    one_by_one = np.stack([embedder.embed([t])[0] for t in texts[:20]])  # encode's path
+    assert np.abs(batch[:20] - one_by_one).max() < 2e-3
+
+
+def test_a_model_that_is_not_float_mean_pooling_keeps_encode(model_dir: Path) -> None:
+    from model2vec import StaticModel
+
+    model = StaticModel.from_pretrained(str(model_dir))
+    model.embedding = (model.embedding * 100).astype(np.int8)
+    assert pooler_for(model) is None
