@@ -10,11 +10,6 @@ import numpy as np
 from retriever.embed.base import EmbedderUnavailable, fingerprint_of, validate_vectors
 from retriever.embed.pooling import pooler_for
 
-# Batches this big (an index run's) are pooled as one sparse product (retriever.embed.
-# pooling): half the encoding time. Smaller ones (a query, a few edited passages) keep the
-# model's own encode, which needs no SciPy import.
-SPARSE_POOL_MIN = 128
-
 
 class Model2VecEmbedder:
     """In-process static embeddings (Model2Vec). ``model_id`` is a hub id or a local path."""
@@ -59,7 +54,7 @@ class Model2VecEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        if self._pooler is not None and len(texts) >= SPARSE_POOL_MIN:
+        if self._pooler is not None:  # encode's vectors, faster (retriever.embed.pooling)
             vectors = self._pooler.encode(texts)
         else:
             vectors = self._model.encode(list(texts), use_multiprocessing=False)
