@@ -42,6 +42,7 @@ from retriever.ranking import FUSION_CHOICES, Fusion, Ranking
 from retriever.scan import ScanReport
 from retriever.search import Searcher, SearchOptions, SearchResult, Spare, check_options
 from retriever.tiers import Choice, Tiers
+from retriever.vault_watch import VaultWatch
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,9 @@ class Retriever:
         self._last_fresh = 0.0
         self._db_failure: tuple[float, str] | None = None
         self.shared = False  # held warm by the resident service: close() leaves it open
+        self.long_lived = False  # the resident service or an MCP server: may watch the vault
+        self._watch: VaultWatch | None = None
+        self._watch_tried = False
 
     # -- resources -------------------------------------------------------------------
     @property
@@ -143,6 +147,9 @@ class Retriever:
         if self._db is not None:
             self._db.close()
             self._db = None
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
         self.tiers.close()  # e.g. the Ollama HTTP clients
 
     # -- operations ------------------------------------------------------------------
@@ -205,26 +212,54 @@ class Retriever:
 
         Returns how many files were re-indexed. Skipped when another indexer holds the
         lock, when too many files changed (a full `retriever index` is due), or when the
-        last pass is younger than ``fresh_interval`` seconds."""
+        last pass is younger than ``fresh_interval`` seconds. A long-lived app watching the
+        vault (see ``vault_watch``) skips the walk when nothing changed, and needs no
+        interval: it walks exactly when something did."""
+        watch = self._vault_watch()
+        if watch is not None and watch.quiet():
+            return 0
         now = time.monotonic()
-        if now - self._last_fresh < self.settings.fresh_interval:
+        if watch is None and now - self._last_fresh < self.settings.fresh_interval:
             return 0
         self._last_fresh = now
+        if watch is not None:
+            watch.begin_walk()
+        refreshed, caught_up = 0, False
+        try:
+            refreshed, caught_up = self._refresh_walk()
+        finally:
+            if watch is not None and not caught_up:
+                watch.mark_changed()  # the next pass walks again
+        return refreshed
+
+    def _refresh_walk(self) -> tuple[int, bool]:
+        """(files re-indexed, whether the index now matches the vault)."""
         try:
             scan, changed, deleted = scan_changes(self.db, self.settings)
         except FileNotFoundError:
-            return 0
+            return 0, False
         if not changed and not deleted:
-            return 0
+            return 0, True
         if len(changed) + len(deleted) > self.settings.fresh_max_files:
             log.warning("%d files changed: run `retriever index` to catch up", len(changed))
-            return 0
+            return 0, False
         # Bounded: never a full rebuild, and only a small share of any embedding backlog
         # (the rest is `retriever index`'s or the watcher's job).
         report = self.index(
             wait_for_lock=False, allow_full=False, embed_limit=FRESH_EMBED_LIMIT, scan=scan
         )
-        return report.files_changed + report.files_deleted
+        caught_up = not (report.warnings or report.errors or report.interrupted)
+        return report.files_changed + report.files_deleted, caught_up
+
+    def _vault_watch(self) -> VaultWatch | None:
+        """The vault's watch, started on the first pass of a long-lived app (None: walk)."""
+        if not (self.long_lived and self.settings.fresh_watch):
+            return None
+        with self._lock:
+            if not self._watch_tried:
+                self._watch_tried = True
+                self._watch = VaultWatch.start(self.settings.resolved_vault())
+            return self._watch
 
     def search(
         self,
@@ -558,6 +593,7 @@ class AppPool:
             if app is None:
                 app = Retriever(settings)
                 app.shared = True
+                app.long_lived = True
             self._apps[key] = app  # most recently used last
             evicted = list(self._apps.values())[: -self._limit]
             for old in evicted:

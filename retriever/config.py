@@ -111,6 +111,11 @@ class Settings(BaseSettings):
     )
     fresh_max_files: int = 200
     fresh_interval: float = Field(default=2.0, description="Seconds between freshness passes")
+    fresh_watch: bool = Field(
+        default=True,
+        description="Long-lived processes watch the vault (inotify): a freshness pass skips "
+        "its walk when nothing changed, and runs before every search when something did",
+    )
 
     # The resident service (retriever serve): CLI calls and hooks answer from a warm process.
     service: str = Field(
