@@ -24,6 +24,7 @@ from retriever.db import (
 from retriever.embed import Embedder, EmbedderError
 from retriever.index import (
     LOCK_BUSY,
+    PIPELINE_VERSION,
     IndexReport,
     ProgressFn,
     TierJob,
@@ -39,7 +40,7 @@ from retriever.query_input import (
     validate_queries,
 )
 from retriever.ranking import FUSION_CHOICES, Fusion, Ranking
-from retriever.scan import ScanReport
+from retriever.scan import FileInfo, ScanReport
 from retriever.search import Searcher, SearchOptions, SearchResult, Spare, check_options
 from retriever.tiers import Choice, Tiers
 from retriever.vault_watch import VaultWatch
@@ -170,6 +171,8 @@ class Retriever:
         """Bring the index in line with the vault, filling every embedding tier that is
         up, then calibrate the ranking when due (never from the bounded freshness pass:
         ``embed_limit`` set, which also never waits for a tier's probe)."""
+        if scan is None and not full:
+            scan = self._unchanged_vault()
         jobs = (
             self._tier_jobs(block=embed_limit is None)
             if embed
@@ -250,6 +253,21 @@ class Retriever:
         )
         caught_up = not (report.warnings or report.errors or report.interrupted)
         return report.files_changed + report.files_deleted, caught_up
+
+    def _unchanged_vault(self) -> ScanReport | None:
+        """The vault as the index holds it, when the watch proves nothing under it changed
+        since a walk brought the index in line (and the pipeline is the same): the run
+        then need not walk it. None: walk."""
+        watch = self._vault_watch()
+        if watch is None or not watch.quiet():
+            return None
+        with self.db.connection() as conn:
+            if store.get_meta(conn, "pipeline_version") != PIPELINE_VERSION:
+                conn.commit()
+                return None
+            stamps = store.load_stamps(conn)
+            conn.commit()
+        return ScanReport([FileInfo(path, size, mtime) for path, (size, mtime) in stamps.items()])
 
     def _vault_watch(self) -> VaultWatch | None:
         """The vault's watch, started on the first pass of a long-lived app (None: walk)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from retriever import index
+from retriever import index, store
 from retriever.app import Retriever
 from retriever.vault_watch import LOCAL_FILESYSTEMS, VaultWatch, filesystem_type
 from tests.conftest import AppFactory
@@ -217,3 +217,36 @@ def test_the_watch_can_be_turned_off(make_app: AppFactory, vault_copy: Path) -> 
     app.index()
     app.search("backup", mode="lexical")
     assert app._watch is None
+
+
+def test_an_index_run_skips_the_walk_while_the_watch_is_quiet(
+    make_app: AppFactory, vault_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = _long_lived(make_app, vault_copy)
+    seen = app.index().files_seen
+    app.search("backup", mode="lexical")  # a walk with the watch in place: quiet from here
+    if app._watch is None:
+        pytest.skip("no inotify watch here")
+    walks = _count_walks(monkeypatch)
+    quiet = app.index()
+    assert not walks and quiet.files_seen == seen and quiet.files_changed == 0
+    note = vault_copy / "Inbox.md"
+    note.write_text(note.read_text("utf-8") + "\nzorblax\n", "utf-8")
+    edited = app.index()
+    assert len(walks) == 1 and edited.files_changed == 1
+    assert app.search("zorblax", mode="lexical").hits[0].path == "Inbox.md"
+
+
+def test_a_changed_pipeline_is_never_taken_from_the_watch(
+    make_app: AppFactory, vault_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = _long_lived(make_app, vault_copy)
+    app.search("backup", mode="lexical")
+    if app._watch is None:
+        pytest.skip("no inotify watch here")
+    with app.db.connection() as conn:
+        store.set_meta(conn, "pipeline_version", "old-version")
+        conn.commit()
+    walks = _count_walks(monkeypatch)
+    assert app.index().full  # re-derived from a walk of the vault, not from the index
+    assert len(walks) == 1
