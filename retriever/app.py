@@ -31,6 +31,7 @@ from retriever.index import (
     changed_files,
     index_vault,
     scan_changes,
+    scan_touched,
 )
 from retriever.lexical import BM25Params
 from retriever.query_input import (
@@ -225,20 +226,23 @@ class Retriever:
         if watch is None and now - self._last_fresh < self.settings.fresh_interval:
             return 0
         self._last_fresh = now
-        if watch is not None:
-            watch.begin_walk()
+        touched = watch.begin_walk() if watch is not None else None
         refreshed, caught_up = 0, False
         try:
-            refreshed, caught_up = self._refresh_walk()
+            refreshed, caught_up = self._refresh_walk(touched)
         finally:
             if watch is not None and not caught_up:
                 watch.mark_changed()  # the next pass walks again
         return refreshed
 
-    def _refresh_walk(self) -> tuple[int, bool]:
-        """(files re-indexed, whether the index now matches the vault)."""
+    def _refresh_walk(self, touched: set[str] | None) -> tuple[int, bool]:
+        """(files re-indexed, whether the index now matches the vault). ``touched``: the
+        only paths that may have changed (from the vault watch); None: walk the vault."""
         try:
-            scan, changed, deleted = scan_changes(self.db, self.settings)
+            if touched is None:
+                scan, changed, deleted = scan_changes(self.db, self.settings)
+            else:
+                scan, changed, deleted = scan_touched(self.db, self.settings, touched)
         except FileNotFoundError:
             return 0, False
         if not changed and not deleted:

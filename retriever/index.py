@@ -21,7 +21,7 @@ import signal
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from itertools import islice
@@ -51,7 +51,7 @@ from retriever.prepare import (
     run_jobs,
 )
 from retriever.redact import REDACTOR_VERSION
-from retriever.scan import FileInfo, ScanReport, scan_vault
+from retriever.scan import FileInfo, ScanReport, rescan_paths, scan_vault
 
 log = logging.getLogger(__name__)
 
@@ -809,6 +809,25 @@ def scan_changes(db: Database, settings: Settings) -> tuple[ScanReport, list[Fil
     with db.connection() as conn:
         states = store.load_stamps(conn)
         conn.commit()
+    return scan, *_compare(states, scan)
+
+
+def scan_touched(
+    db: Database, settings: Settings, touched: Iterable[str]
+) -> tuple[ScanReport, list[FileInfo], list[str]]:
+    """As ``scan_changes`` when only ``touched`` paths may have changed since the index
+    took its stamps (the vault watch says which): those are looked at, not the vault."""
+    with db.connection() as conn:
+        states = store.load_stamps(conn)
+        conn.commit()
+    scan = rescan_paths(
+        settings.resolved_vault(),
+        states,
+        touched,
+        include=settings.include,
+        exclude=settings.exclude,
+        max_bytes=settings.max_file_bytes,
+    )
     return scan, *_compare(states, scan)
 
 

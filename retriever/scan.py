@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -143,3 +143,51 @@ def scan_vault(
             continue
         report.files.append(FileInfo(rel, info.st_size, info.st_mtime_ns))
     return report
+
+
+def rescan_paths(
+    vault: Path,
+    known: Mapping[str, tuple[int, int]],
+    touched: Iterable[str],
+    *,
+    include: Iterable[str] = DEFAULT_INCLUDE,
+    exclude: Iterable[str] = (),
+    max_bytes: int = 2_000_000,
+) -> ScanReport:
+    """What ``scan_vault`` would find when only ``touched`` (vault-relative paths) may have
+    changed since the index took ``known`` (size and mtime by path): each touched path is
+    looked at as the walk would reach it (through real, not excluded folders; a regular
+    file; included; under the size cap), every other note is taken from ``known``."""
+    root = vault.resolve()
+    filt = VaultFilter(root, include, exclude)
+    stamps = dict(known)
+    report = ScanReport()
+    for rel in touched:
+        stamps.pop(rel, None)
+        info = _reachable_note(root, rel, filt)
+        if info is None:
+            continue
+        if info.st_size > max_bytes:
+            report.skipped_too_large.append(rel)
+            continue
+        stamps[rel] = (info.st_size, info.st_mtime_ns)
+    report.files = [FileInfo(path, size, mtime) for path, (size, mtime) in sorted(stamps.items())]
+    return report
+
+
+def _reachable_note(root: Path, rel: str, filt: VaultFilter) -> os.stat_result | None:
+    """The stat of ``rel`` when the walk would index it, else None."""
+    parts = rel.split("/")
+    for depth in range(1, len(parts)):
+        folder = "/".join(parts[:depth])
+        try:
+            mode = os.lstat(root / folder).st_mode
+        except OSError:
+            return None
+        if not stat.S_ISDIR(mode) or filt.dir_excluded(folder):
+            return None
+    try:
+        info = os.lstat(root / rel)
+    except OSError:
+        return None
+    return info if stat.S_ISREG(info.st_mode) and filt.file_included(rel) else None

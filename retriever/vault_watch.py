@@ -8,8 +8,10 @@ when nothing under the vault moved since the last walk began. Nothing is trusted
 - a *barrier* proves the watch has caught up: a cookie file created in a folder of our own
   (a temporary one, never in the vault) comes back through the same inotify queue, so it
   arrives after every vault event that happened before it was created;
-- any event under a watched folder, a queue overflow, a folder that could not be watched,
-  or a read error marks the vault changed (the next pass walks it, as without a watch);
+- a pass after events about a few files looks at those files only (``begin_walk`` names
+  them); a folder's own change, the ignore file, a queue overflow, more than
+  ``MAX_TOUCHED`` files, a folder that could not be watched or a read error make the next
+  pass walk the whole vault, as without a watch;
 - vaults on network or FUSE filesystems (whose remote changes inotify never sees) are not
   watched, and even a quiet vault is walked again after ``MAX_TRUST_S`` seconds.
 """
@@ -26,13 +28,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from retriever.scan import ALWAYS_EXCLUDED_DIRS
+from retriever.scan import ALWAYS_EXCLUDED_DIRS, IGNORE_FILE
 
 log = logging.getLogger(__name__)
 
 # Walk at least this often whatever the watch says: a bound on any loss no check here
 # foresees (writes through mmap, say, which raise no event).
 MAX_TRUST_S = 600.0
+MAX_TOUCHED = 1000  # files touched between two passes beyond which a walk is cheaper
 BARRIER_TIMEOUT_S = 0.25  # the cookie's round trip takes well under a millisecond
 # Filesystems where the kernel sees every change (changes made by another machine on a
 # network or FUSE mount never reach inotify).
@@ -79,6 +82,7 @@ class VaultWatch:
         self._cookie_wd = self._inotify.add_watch(self._cookies, flags.CREATE)
         self._cond = threading.Condition()
         self._changed = True  # until the first walk that began with the watch in place
+        self._touched: set[str] | None = None  # files touched since the last pass began
         self._broken: str | None = None
         self._walked_at = 0.0
         self._issued = 0
@@ -131,18 +135,25 @@ class VaultWatch:
             )
             return bool(arrived) and self._broken is None and not self._changed
 
-    def begin_walk(self) -> None:
-        """A walk of the vault starts: it sees everything before this; later changes mark
-        the vault again."""
+    def begin_walk(self) -> set[str] | None:
+        """A pass starts: it sees everything before this, and later changes mark the vault
+        again. Returns the vault-relative paths touched since the last pass began: only
+        those need a look. None: unknown (a folder moved, events were lost, the trust ran
+        out, ...): walk the whole vault."""
         with self._cond:
+            touched = None if self._broken or self._stale() else self._touched
+            if touched is None:
+                self._walked_at = time.monotonic()
             self._changed = False
-            self._walked_at = time.monotonic()
+            self._touched = set()
+            return touched
 
     def mark_changed(self) -> None:
         """The pass did not bring the index in line (too many files, the index busy, an
-        error): the next one walks again."""
+        error): the next one walks the whole vault."""
         with self._cond:
             self._changed = True
+            self._touched = None
 
     def close(self) -> None:
         self._stop.set()
@@ -178,8 +189,9 @@ class VaultWatch:
 
     def _take(self, events: list[Any]) -> None:
         flags = self._flags
-        changed = False
         cookies: list[int] = []
+        paths: set[str] = set()
+        unknown = False  # a change that is not one file's: the next pass walks it all
         for event in events:
             if event.wd == self._cookie_wd:
                 if event.name.isdigit():
@@ -188,19 +200,38 @@ class VaultWatch:
             if event.mask & (flags.DELETE_SELF | flags.MOVE_SELF) and self._is_root(event.wd):
                 self._break("the vault folder moved or was deleted")
                 continue
-            if event.mask & (flags.Q_OVERFLOW | flags.IGNORED):
-                changed = True  # lost events, or a watched folder went away
-                continue
             if event.mask & flags.ISDIR and event.mask & (flags.CREATE | flags.MOVED_TO):
                 self._add_new_folder(event.wd, event.name)  # before the change is marked
-            changed = True
+            rel = self._file_of(event)
+            if rel is None:
+                unknown = True  # lost events, a folder's own change, the ignore file
+            else:
+                paths.add(rel)
         for cookie in cookies:
             (self._cookies / str(cookie)).unlink(missing_ok=True)
         with self._cond:
-            self._changed = self._changed or changed
+            if unknown or paths:
+                self._changed = True
+                if unknown or self._touched is None:
+                    self._touched = None
+                else:
+                    self._touched |= paths
+                    if len(self._touched) > MAX_TOUCHED:
+                        self._touched = None
             if cookies:
                 self._seen = max(self._seen, *cookies)
             self._cond.notify_all()
+
+    def _file_of(self, event: Any) -> str | None:
+        """The vault-relative path of the one file an event is about, else None."""
+        flags = self._flags
+        if event.mask & (flags.Q_OVERFLOW | flags.IGNORED | flags.ISDIR) or not event.name:
+            return None
+        folder = self._folders.get(event.wd)
+        if folder is None:
+            return None
+        rel = (folder / event.name).relative_to(self._vault).as_posix()
+        return None if rel == IGNORE_FILE else rel
 
     # -- folders -------------------------------------------------------------------------
     def _is_root(self, wd: int) -> bool:

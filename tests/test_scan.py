@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from retriever.scan import ALWAYS_EXCLUDED_DIRS, ScanReport, VaultFilter, scan_vault
+from retriever.scan import (
+    ALWAYS_EXCLUDED_DIRS,
+    ScanReport,
+    VaultFilter,
+    rescan_paths,
+    scan_vault,
+)
 from tests.conftest import TEST_VAULT
 
 
@@ -329,3 +335,47 @@ def test_the_default_include_keeps_what_its_pattern_keeps(tmp_path: Path) -> Non
     (tmp_path / ".indexignore").write_text("drafts/\n", encoding="utf-8")
     ignoring = VaultFilter(tmp_path, ("**/*.md",), ())
     assert not ignoring.file_included("drafts/a.md") and ignoring.file_included("a.md")
+
+
+def _found(report: ScanReport) -> set[tuple[str, int, int]]:
+    return {(f.path, f.size, f.mtime_ns) for f in report.files}
+
+
+def test_rescanning_the_touched_paths_finds_what_a_walk_finds(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    write(vault / "notes" / "a.md")
+    write(vault / "sub" / "dir" / "deep.md")
+    write(vault / "keep.md")
+    (vault / ".indexignore").write_text("drafts/\n")
+    (vault / "drafts").mkdir()
+    (vault / ".git").mkdir()
+    (vault / "elsewhere").mkdir()
+    cap = {"max_bytes": 200, "exclude": ["private/**"]}
+    known = {f.path: (f.size, f.mtime_ns) for f in scan_vault(vault, **cap).files}
+    changes = {
+        "notes/a.md": lambda p: write(p, "# A\n\nedited\n"),
+        "sub/dir/deep.md": lambda p: p.unlink(),
+        "drafts/new.md": write,  # ignored by .indexignore
+        ".git/z.md": write,  # an excluded folder
+        "private/p.md": write,  # excluded by a glob
+        "big.md": lambda p: write(p, "x" * 500),  # over the cap
+        "notes/c.txt": write,  # not a note
+        "notes/l2.md": lambda p: p.symlink_to(vault / "keep.md"),  # never followed
+        "elsewhere/new.md": write,
+        "gone.md": lambda p: None,  # touched, never there
+    }
+    for rel, change in changes.items():
+        change(vault / rel)
+    walked = scan_vault(vault, **cap)
+    rescanned = rescan_paths(vault, known, changes, **cap)
+    assert _found(rescanned) == _found(walked)
+    assert rescanned.skipped_too_large == walked.skipped_too_large == ["big.md"]
+
+
+def test_a_touched_note_under_a_symlinked_folder_is_not_reached(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    write(vault / "real" / "n.md")
+    (vault / "alias").symlink_to(vault / "real")
+    known = {f.path: (f.size, f.mtime_ns) for f in scan_vault(vault).files}
+    assert set(known) == {"real/n.md"}
+    assert _found(rescan_paths(vault, known, ["alias/n.md"])) == _found(scan_vault(vault))

@@ -90,10 +90,51 @@ def test_excluded_folders_are_not_watched(watch: VaultWatch, vault: Path) -> Non
     assert watch.quiet()
 
 
+def _touched_after(watch: VaultWatch, change: object) -> set[str] | None:
+    assert _settles(watch)
+    change()  # type: ignore[operator]
+    watch.quiet()  # every event so far is in
+    return watch.begin_walk()
+
+
+def test_a_pass_is_told_which_files_were_touched(watch: VaultWatch, vault: Path) -> None:
+    edited = _touched_after(watch, lambda: (vault / "notes" / "a.md").write_text("x"))
+    assert edited == {"notes/a.md"}
+    moved = _touched_after(watch, lambda: (vault / "notes" / "a.md").rename(vault / "b.md"))
+    assert moved == {"notes/a.md", "b.md"}
+    assert _touched_after(watch, lambda: None) == set()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda v: (v / "notes" / "sub").mkdir(),
+        lambda v: (v / "notes").rename(v / "archive"),
+        lambda v: (v / ".indexignore").write_text("drafts/\n"),
+        lambda v: [(v / f"n{i}.md").write_text("x") for i in range(1001)],
+    ],
+    ids=["new-folder", "moved-folder", "ignore-file", "too-many"],
+)
+def test_a_change_that_is_not_a_few_files_asks_for_a_walk(
+    watch: VaultWatch, vault: Path, change: object
+) -> None:
+    assert _touched_after(watch, lambda: change(vault)) is None  # type: ignore[operator]
+
+
+def test_the_trust_runs_out_into_a_walk(
+    watch: VaultWatch, vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _settles(watch)
+    monkeypatch.setattr("retriever.vault_watch.MAX_TRUST_S", 0.0)
+    time.sleep(0.01)
+    assert watch.begin_walk() is None
+
+
 def test_a_pass_that_did_not_catch_up_walks_again(watch: VaultWatch) -> None:
     assert _after_walk(watch)
     watch.mark_changed()
     assert not watch.quiet()
+    assert watch.begin_walk() is None  # what it left behind is not known: a walk
 
 
 def test_a_deleted_vault_stops_the_watch_for_good(watch: VaultWatch, vault: Path) -> None:
@@ -182,9 +223,18 @@ def test_a_search_walks_only_after_a_change_and_sees_it_at_once(
     note.write_text(note.read_text("utf-8") + "\nCall the zorblax locksmith.\n", "utf-8")
     found = app.search("zorblax locksmith", mode="lexical")  # no fresh_interval to wait out
     assert found.refreshed_files == 1 and found.hits[0].path == "Inbox.md"
-    assert len(walks) == 2
-    app.search("backup", mode="lexical")
-    assert len(walks) == 2
+    assert len(walks) == 1  # the watch named the one file to look at
+    (vault_copy / "projects" / "Zorblax plan.md").write_text("# Plan\n\nzorblax\n", "utf-8")
+    note.unlink()
+    found = app.search("zorblax", mode="lexical")
+    assert found.refreshed_files == 2 and [h.path for h in found.hits] == [
+        "projects/Zorblax plan.md"
+    ]
+    (vault_copy / "new folder").mkdir()
+    (vault_copy / "new folder" / "Zorblax.md").write_text("# Zorblax\n\nzorblax\n", "utf-8")
+    found = app.search("zorblax", mode="lexical")
+    assert "new folder/Zorblax.md" in {h.path for h in found.hits}
+    assert len(walks) == 2  # a new folder: the vault is walked
 
 
 def test_a_pass_that_left_changes_behind_walks_again(
@@ -200,8 +250,9 @@ def test_a_pass_that_left_changes_behind_walks_again(
     for name in ("Inbox.md", "README.md"):
         (vault_copy / name).write_text("# Changed\n\nzorblax\n", "utf-8")
     assert app.search("zorblax", mode="lexical").refreshed_files == 0  # too many: left
+    assert not walks  # the watch named the two files
     assert app.search("zorblax", mode="lexical").refreshed_files == 0
-    assert len(walks) == 2  # not trusted as quiet: each search looked again
+    assert len(walks) == 1  # not trusted any more: the next pass walks the vault
 
 
 def test_a_short_lived_app_does_not_watch(make_app: AppFactory, vault_copy: Path) -> None:
