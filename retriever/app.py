@@ -24,6 +24,7 @@ from retriever.db import (
 from retriever.embed import Embedder, EmbedderError
 from retriever.index import (
     LOCK_BUSY,
+    PIPELINE_CHANGED,
     PIPELINE_VERSION,
     IndexReport,
     ProgressFn,
@@ -41,7 +42,7 @@ from retriever.query_input import (
     validate_queries,
 )
 from retriever.ranking import FUSION_CHOICES, Fusion, Ranking
-from retriever.scan import FileInfo, ScanReport
+from retriever.scan import ScanReport
 from retriever.search import Searcher, SearchOptions, SearchResult, Spare, check_options
 from retriever.tiers import Choice, Tiers
 from retriever.vault_watch import VaultWatch
@@ -172,26 +173,33 @@ class Retriever:
         """Bring the index in line with the vault, filling every embedding tier that is
         up, then calibrate the ranking when due (never from the bounded freshness pass:
         ``embed_limit`` set, which also never waits for a tier's probe)."""
+        watch = None
         if scan is None and not full:
-            scan = self._unchanged_vault()
+            watch, scan = self._watched_scan()
         jobs = (
             self._tier_jobs(block=embed_limit is None)
             if embed
             else [TierJob(self.tiers.primary.name, None, "embedding skipped")]
         )
-        report = index_vault(
-            self.db,
-            self.settings,
-            full=full,
-            progress=progress,
-            stop=stop,
-            wait_for_lock=wait_for_lock,
-            allow_full=allow_full,
-            embed_limit=embed_limit,
-            force=force,
-            tiers=jobs,
-            scan=scan,
-        )
+        caught_up = False
+        try:
+            report = index_vault(
+                self.db,
+                self.settings,
+                full=full,
+                progress=progress,
+                stop=stop,
+                wait_for_lock=wait_for_lock,
+                allow_full=allow_full,
+                embed_limit=embed_limit,
+                force=force,
+                tiers=jobs,
+                scan=scan,
+            )
+            caught_up = in_line(report)
+        finally:
+            if watch is not None and not caught_up:
+                watch.mark_changed()  # the next pass walks the vault
         for job, done in zip(jobs, report.tiers, strict=False):
             tier = self.tiers.get(job.tier)
             if tier is not None and job.embedder is not None and done.error:
@@ -255,23 +263,27 @@ class Retriever:
         report = self.index(
             wait_for_lock=False, allow_full=False, embed_limit=FRESH_EMBED_LIMIT, scan=scan
         )
-        caught_up = not (report.warnings or report.errors or report.interrupted)
-        return report.files_changed + report.files_deleted, caught_up
+        return report.files_changed + report.files_deleted, in_line(report)
 
-    def _unchanged_vault(self) -> ScanReport | None:
-        """The vault as the index holds it, when the watch proves nothing under it changed
-        since a walk brought the index in line (and the pipeline is the same): the run
-        then need not walk it. None: walk."""
+    def _watched_scan(self) -> tuple[VaultWatch | None, ScanReport | None]:
+        """For a run given no scan: the vault's watch (None: none), and the scan it allows:
+        the index's own stamps with only the files touched since the last pass looked at
+        (none at all when the vault is quiet). None: walk the vault (a folder moved, the
+        pipeline changed, ...)."""
         watch = self._vault_watch()
-        if watch is None or not watch.quiet():
-            return None
+        if watch is None:
+            return None, None
+        watch.quiet()  # the barrier: every change made before this run is in
+        touched = watch.begin_walk()
+        if touched is None:
+            return watch, None
         with self.db.connection() as conn:
-            if store.get_meta(conn, "pipeline_version") != PIPELINE_VERSION:
-                conn.commit()
-                return None
-            stamps = store.load_stamps(conn)
+            same_pipeline = store.get_meta(conn, "pipeline_version") == PIPELINE_VERSION
             conn.commit()
-        return ScanReport([FileInfo(path, size, mtime) for path, (size, mtime) in stamps.items()])
+        if not same_pipeline:  # everything is re-derived: from a walk, not from the index
+            return watch, None
+        scan, _, _ = scan_touched(self.db, self.settings, touched)
+        return watch, scan
 
     def _vault_watch(self) -> VaultWatch | None:
         """The vault's watch, started on the first pass of a long-lived app (None: walk)."""
@@ -598,6 +610,14 @@ class Retriever:
             "models_removed": models,
             "calibrations_removed": calibrations,
         }
+
+
+def in_line(report: IndexReport) -> bool:
+    """Whether a run left the index in line with the vault it saw: not stopped by another
+    indexer, a changed pipeline it may not rebuild, a refusal, an error or an interruption
+    (a vault watch trusts the index only then)."""
+    stalled = LOCK_BUSY in report.warnings or PIPELINE_CHANGED in report.warnings
+    return not (stalled or report.errors or report.refused or report.interrupted)
 
 
 class AppPool:

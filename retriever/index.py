@@ -134,6 +134,7 @@ class TierReport:
 
 ProgressFn = Callable[[str, int, int], None]
 LOCK_BUSY = "another indexer is running; skipped"
+PIPELINE_CHANGED = "the indexing pipeline changed: run `retriever index`"
 LOCK_WAIT = "another indexer is running on this index: waiting for it to finish"
 
 
@@ -355,7 +356,7 @@ def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
         conn.commit()
     if version != PIPELINE_VERSION and states:
         if not allow_full:
-            report.warnings.append("the indexing pipeline changed: run `retriever index`")
+            report.warnings.append(PIPELINE_CHANGED)
             return None
         full = report.full = True  # chunking/normalisation/redaction changed: re-derive all
         known = {}

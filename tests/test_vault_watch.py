@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from retriever import index, store
@@ -210,9 +211,10 @@ def _count_walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
 def test_a_search_walks_only_after_a_change_and_sees_it_at_once(
     make_app: AppFactory, vault_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    app = _long_lived(make_app, vault_copy)
+    app = make_app(vault_copy)  # fresh_interval stays at its default: the watch needs none
+    app.long_lived = True
     walks = _count_walks(monkeypatch)
-    app.search("backup", mode="lexical")  # starts the watch; this first pass walks
+    app.index()  # starts the watch; this first run walks
     if app._watch is None:
         pytest.skip("no inotify watch here")
     assert len(walks) == 1
@@ -284,8 +286,24 @@ def test_an_index_run_skips_the_walk_while_the_watch_is_quiet(
     note = vault_copy / "Inbox.md"
     note.write_text(note.read_text("utf-8") + "\nzorblax\n", "utf-8")
     edited = app.index()
-    assert len(walks) == 1 and edited.files_changed == 1
+    assert not walks and edited.files_changed == 1  # the watch named the file
     assert app.search("zorblax", mode="lexical").hits[0].path == "Inbox.md"
+
+
+def test_an_index_run_another_indexer_stalled_leaves_a_walk_due(
+    make_app: AppFactory, vault_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = _long_lived(make_app, vault_copy)
+    app.search("backup", mode="lexical")
+    if app._watch is None:
+        pytest.skip("no inotify watch here")
+    note = vault_copy / "Inbox.md"
+    note.write_text(note.read_text("utf-8") + "\nzorblax\n", "utf-8")
+    with psycopg.connect(app.settings.database_url or "", autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", (index.INDEX_LOCK_KEY,))
+        assert index.LOCK_BUSY in app.index(wait_for_lock=False).warnings
+    walks = _count_walks(monkeypatch)
+    assert app.index().files_changed == 1 and len(walks) == 1  # not trusted: walked
 
 
 def test_a_changed_pipeline_is_never_taken_from_the_watch(
