@@ -25,14 +25,12 @@ from retriever.embed import Embedder, EmbedderError
 from retriever.index import (
     LOCK_BUSY,
     PIPELINE_CHANGED,
-    PIPELINE_VERSION,
     IndexReport,
     ProgressFn,
     TierJob,
     changed_files,
     index_vault,
     scan_changes,
-    scan_touched,
 )
 from retriever.lexical import BM25Params
 from retriever.query_input import (
@@ -173,9 +171,11 @@ class Retriever:
         """Bring the index in line with the vault, filling every embedding tier that is
         up, then calibrate the ranking when due (never from the bounded freshness pass:
         ``embed_limit`` set, which also never waits for a tier's probe)."""
-        watch = None
-        if scan is None and not full:
-            watch, scan = self._watched_scan()
+        watch = self._vault_watch() if scan is None and not full else None
+        touched = None
+        if watch is not None:
+            watch.quiet()  # the barrier: every change made before this run is in
+            touched = watch.begin_walk()
         jobs = (
             self._tier_jobs(block=embed_limit is None)
             if embed
@@ -195,6 +195,7 @@ class Retriever:
                 force=force,
                 tiers=jobs,
                 scan=scan,
+                touched=touched,
             )
             caught_up = in_line(report)
         finally:
@@ -247,10 +248,7 @@ class Retriever:
         """(files re-indexed, whether the index now matches the vault). ``touched``: the
         only paths that may have changed (from the vault watch); None: walk the vault."""
         try:
-            if touched is None:
-                scan, changed, deleted = scan_changes(self.db, self.settings)
-            else:
-                scan, changed, deleted = scan_touched(self.db, self.settings, touched)
+            scan, changed, deleted = scan_changes(self.db, self.settings, touched)
         except FileNotFoundError:
             return 0, False
         if not changed and not deleted:
@@ -264,26 +262,6 @@ class Retriever:
             wait_for_lock=False, allow_full=False, embed_limit=FRESH_EMBED_LIMIT, scan=scan
         )
         return report.files_changed + report.files_deleted, in_line(report)
-
-    def _watched_scan(self) -> tuple[VaultWatch | None, ScanReport | None]:
-        """For a run given no scan: the vault's watch (None: none), and the scan it allows:
-        the index's own stamps with only the files touched since the last pass looked at
-        (none at all when the vault is quiet). None: walk the vault (a folder moved, the
-        pipeline changed, ...)."""
-        watch = self._vault_watch()
-        if watch is None:
-            return None, None
-        watch.quiet()  # the barrier: every change made before this run is in
-        touched = watch.begin_walk()
-        if touched is None:
-            return watch, None
-        with self.db.connection() as conn:
-            same_pipeline = store.get_meta(conn, "pipeline_version") == PIPELINE_VERSION
-            conn.commit()
-        if not same_pipeline:  # everything is re-derived: from a walk, not from the index
-            return watch, None
-        scan, _, _ = scan_touched(self.db, self.settings, touched)
-        return watch, scan
 
     def _vault_watch(self) -> VaultWatch | None:
         """The vault's watch, started on the first pass of a long-lived app (None: walk)."""

@@ -248,6 +248,7 @@ def index_vault(
     force: bool = False,
     tiers: Sequence[TierJob] | None = None,
     scan: ScanReport | None = None,
+    touched: Iterable[str] | None = None,
 ) -> IndexReport:
     """Bring the index in line with the vault. Returns what was done.
 
@@ -259,6 +260,8 @@ def index_vault(
     ``allow_full=False`` and ``embed_limit`` bound the work for the freshness pass that
     runs before a search: it never turns into a full rebuild or a long embedding backlog.
     ``scan``: a scan of the vault the caller has just taken (it is not walked again).
+    ``touched``: the only paths that may have changed since the index was last in line
+    (the vault watch names them): those are looked at, not the whole vault.
     """
     started = time.perf_counter()
     vault = settings.resolved_vault()
@@ -284,7 +287,16 @@ def index_vault(
                     else [TierJob("primary", embedder, embed_error)]
                 )
                 run = _Run(
-                    db, settings, vault, report, jobs, progress, halt, embed_limit, scan=scan
+                    db,
+                    settings,
+                    vault,
+                    report,
+                    jobs,
+                    progress,
+                    halt,
+                    embed_limit,
+                    scan=scan,
+                    touched=touched,
                 )
                 _run(run, full, allow_full, force)
         finally:
@@ -310,6 +322,7 @@ class _Run:
     dropped: set[bytes] = field(default_factory=set)  # passages deleted chunks referred to
     full_gc: bool = False  # an earlier run wrote and died before its GC: collect everywhere
     scan: ScanReport | None = None  # the caller's scan of the vault, taken just before
+    touched: Iterable[str] | None = None  # else, when set: the only paths that may differ
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
@@ -342,19 +355,23 @@ def _run(run: _Run, full: bool, allow_full: bool = True, force: bool = False) ->
 def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
     """Compare the vault with the index; None when the run must not go on (said why)."""
     report, settings = run.report, run.settings
-    scan = run.scan or _scan(settings)
-    report.skipped = scan.skipped_too_large + scan.skipped_escaping_links
-    for rel in scan.skipped_too_large:
-        report.warnings.append(f"{rel}: skipped, over {settings.max_file_bytes} bytes")
-    report.files_seen = len(scan.files)
     with run.db.connection() as conn:
         states = store.load_stamps(conn)
         version = store.get_meta(conn, "pipeline_version")
         last = store.get_meta(conn, "last_index")
+        conn.commit()
+        rebuild = version != PIPELINE_VERSION and bool(states)
+        # A rebuild re-derives every note: from a walk, never from the index's own list.
+        touched = None if full or rebuild else run.touched
+        scan = run.scan or _scan(settings, states, touched)
         changed, deleted = _compare(states, scan)
         known = store.known_hashes(conn, [f.path for f in changed] if states and not full else [])
         conn.commit()
-    if version != PIPELINE_VERSION and states:
+    report.skipped = scan.skipped_too_large + scan.skipped_escaping_links
+    for rel in scan.skipped_too_large:
+        report.warnings.append(f"{rel}: skipped, over {settings.max_file_bytes} bytes")
+    report.files_seen = len(scan.files)
+    if rebuild:
         if not allow_full:
             report.warnings.append(PIPELINE_CHANGED)
             return None
@@ -803,32 +820,16 @@ def changed_files(db: Database, settings: Settings) -> tuple[int, list[FileInfo]
     return len(scan.files), changed, deleted
 
 
-def scan_changes(db: Database, settings: Settings) -> tuple[ScanReport, list[FileInfo], list[str]]:
-    """The vault's scan, the files whose size/mtime differ from the index, and the indexed
-    paths gone from disk. An index run given this scan does not walk the vault again."""
-    scan = _scan(settings)
-    with db.connection() as conn:
-        states = store.load_stamps(conn)
-        conn.commit()
-    return scan, *_compare(states, scan)
-
-
-def scan_touched(
-    db: Database, settings: Settings, touched: Iterable[str]
+def scan_changes(
+    db: Database, settings: Settings, touched: Iterable[str] | None = None
 ) -> tuple[ScanReport, list[FileInfo], list[str]]:
-    """As ``scan_changes`` when only ``touched`` paths may have changed since the index
-    took its stamps (the vault watch says which): those are looked at, not the vault."""
+    """The vault's scan, the files whose size/mtime differ from the index, and the indexed
+    paths gone from disk. An index run given this scan does not walk the vault again.
+    ``touched``: the only paths that may have changed (see ``index_vault``)."""
     with db.connection() as conn:
         states = store.load_stamps(conn)
         conn.commit()
-    scan = rescan_paths(
-        settings.resolved_vault(),
-        states,
-        touched,
-        include=settings.include,
-        exclude=settings.exclude,
-        max_bytes=settings.max_file_bytes,
-    )
+    scan = _scan(settings, states, touched)
     return scan, *_compare(states, scan)
 
 
@@ -849,7 +850,22 @@ def _compare(
     return changed, deleted
 
 
-def _scan(settings: Settings) -> ScanReport:
+def _scan(
+    settings: Settings,
+    states: Mapping[str, store.FileStamp] | None = None,
+    touched: Iterable[str] | None = None,
+) -> ScanReport:
+    """A walk of the vault; with ``touched`` (and the index's ``states``), a look at those
+    paths only, every other note as the index holds it."""
+    if touched is not None and states is not None:
+        return rescan_paths(
+            settings.resolved_vault(),
+            states,
+            touched,
+            include=settings.include,
+            exclude=settings.exclude,
+            max_bytes=settings.max_file_bytes,
+        )
     return scan_vault(
         settings.resolved_vault(),
         include=settings.include,

@@ -81,8 +81,9 @@ class VaultWatch:
         self._cookies = Path(tempfile.mkdtemp(prefix="retriever-watch-"))
         self._cookie_wd = self._inotify.add_watch(self._cookies, flags.CREATE)
         self._cond = threading.Condition()
-        self._changed = True  # until the first walk that began with the watch in place
-        self._touched: set[str] | None = None  # files touched since the last pass began
+        # Files touched since the last pass began; None: unknown (before the first pass,
+        # after a folder's change or lost events): the next pass walks the whole vault.
+        self._touched: set[str] | None = None
         self._broken: str | None = None
         self._walked_at = 0.0
         self._issued = 0
@@ -133,7 +134,7 @@ class VaultWatch:
             arrived = self._cond.wait_for(
                 lambda: self._seen >= cookie or self._broken is not None, BARRIER_TIMEOUT_S
             )
-            return bool(arrived) and self._broken is None and not self._changed
+            return bool(arrived) and self._broken is None and self._touched == set()
 
     def begin_walk(self) -> set[str] | None:
         """A pass starts: it sees everything before this, and later changes mark the vault
@@ -144,7 +145,6 @@ class VaultWatch:
             touched = None if self._broken or self._stale() else self._touched
             if touched is None:
                 self._walked_at = time.monotonic()
-            self._changed = False
             self._touched = set()
             return touched
 
@@ -152,7 +152,6 @@ class VaultWatch:
         """The pass did not bring the index in line (too many files, the index busy, an
         error): the next one walks the whole vault."""
         with self._cond:
-            self._changed = True
             self._touched = None
 
     def close(self) -> None:
@@ -174,7 +173,7 @@ class VaultWatch:
             if self._broken is None:
                 log.warning("vault watch stopped (%s): freshness passes walk the vault", why)
             self._broken = why
-            self._changed = True
+            self._touched = None
             self._cond.notify_all()
 
     def _run(self) -> None:
@@ -210,14 +209,12 @@ class VaultWatch:
         for cookie in cookies:
             (self._cookies / str(cookie)).unlink(missing_ok=True)
         with self._cond:
-            if unknown or paths:
-                self._changed = True
-                if unknown or self._touched is None:
+            if unknown:
+                self._touched = None
+            elif self._touched is not None:
+                self._touched |= paths
+                if len(self._touched) > MAX_TOUCHED:
                     self._touched = None
-                else:
-                    self._touched |= paths
-                    if len(self._touched) > MAX_TOUCHED:
-                        self._touched = None
             if cookies:
                 self._seen = max(self._seen, *cookies)
             self._cond.notify_all()

@@ -23,6 +23,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from retriever import index
 from retriever.app import Retriever
 from retriever.config import Settings
 from retriever.db import Database, upgrade
@@ -237,6 +238,19 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 AppFactory = Callable[..., Retriever]
+
+
+def count_walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The vaults the index module walks from now on (one entry per walk)."""
+    walks: list[Path] = []
+    real = index.scan_vault
+
+    def counted(vault: Path, **kw: object) -> object:
+        walks.append(vault)
+        return real(vault, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(index, "scan_vault", counted)
+    return walks
 
 
 @pytest.fixture

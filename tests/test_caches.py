@@ -15,7 +15,7 @@ from retriever.app import Retriever
 from retriever.graph import load_graph
 from retriever.lexical import term_idf
 from retriever.titles import TitleIndex
-from tests.conftest import AppFactory
+from tests.conftest import AppFactory, count_walks
 
 
 def _doc_id(conn: psycopg.Connection, path: str) -> int:
@@ -164,14 +164,7 @@ def test_a_freshness_pass_indexes_an_edit_from_its_own_scan(
     app = make_app(vault_copy, fresh_interval=0.0)
     app.index()
     _append(vault_copy / "Inbox.md", "\nCall the zorblax locksmith.\n")
-    walks: list[Path] = []
-    real = index.scan_vault
-
-    def counted(vault: Path, **kw: object) -> object:
-        walks.append(vault)
-        return real(vault, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(index, "scan_vault", counted)
+    walks = count_walks(monkeypatch)
     assert app.refresh() == 1
     assert len(walks) == 1  # the index run did not walk the vault a second time
     found = app.search("zorblax locksmith", fresh=False)

@@ -16,7 +16,7 @@ import pytest
 from retriever import index, store
 from retriever.app import Retriever
 from retriever.vault_watch import LOCAL_FILESYSTEMS, VaultWatch, filesystem_type
-from tests.conftest import AppFactory
+from tests.conftest import AppFactory, count_walks
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="inotify is Linux's")
 
@@ -190,22 +190,14 @@ def test_a_network_vault_is_not_watched(vault: Path, monkeypatch: pytest.MonkeyP
 
 
 def _long_lived(make_app: AppFactory, vault: Path) -> Retriever:
+    """An app as the service holds it, indexed: its first run started the watch and walked
+    the vault under it (the watch is quiet from here)."""
     app = make_app(vault)  # fresh_interval stays at its default: the watch needs none
     app.long_lived = True
     app.index()
+    if app._watch is None:
+        pytest.skip("no inotify watch here")
     return app
-
-
-def _count_walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    walks: list[Path] = []
-    real = index.scan_vault
-
-    def counted(vault: Path, **kw: object) -> object:
-        walks.append(vault)
-        return real(vault, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(index, "scan_vault", counted)
-    return walks
 
 
 def test_a_search_walks_only_after_a_change_and_sees_it_at_once(
@@ -213,7 +205,7 @@ def test_a_search_walks_only_after_a_change_and_sees_it_at_once(
 ) -> None:
     app = make_app(vault_copy)  # fresh_interval stays at its default: the watch needs none
     app.long_lived = True
-    walks = _count_walks(monkeypatch)
+    walks = count_walks(monkeypatch)
     app.index()  # starts the watch; this first run walks
     if app._watch is None:
         pytest.skip("no inotify watch here")
@@ -248,7 +240,7 @@ def test_a_pass_that_left_changes_behind_walks_again(
     app.search("backup", mode="lexical")
     if app._watch is None:
         pytest.skip("no inotify watch here")
-    walks = _count_walks(monkeypatch)
+    walks = count_walks(monkeypatch)
     for name in ("Inbox.md", "README.md"):
         (vault_copy / name).write_text("# Changed\n\nzorblax\n", "utf-8")
     assert app.search("zorblax", mode="lexical").refreshed_files == 0  # too many: left
@@ -277,10 +269,7 @@ def test_an_index_run_skips_the_walk_while_the_watch_is_quiet(
 ) -> None:
     app = _long_lived(make_app, vault_copy)
     seen = app.index().files_seen
-    app.search("backup", mode="lexical")  # a walk with the watch in place: quiet from here
-    if app._watch is None:
-        pytest.skip("no inotify watch here")
-    walks = _count_walks(monkeypatch)
+    walks = count_walks(monkeypatch)
     quiet = app.index()
     assert not walks and quiet.files_seen == seen and quiet.files_changed == 0
     note = vault_copy / "Inbox.md"
@@ -294,15 +283,12 @@ def test_an_index_run_another_indexer_stalled_leaves_a_walk_due(
     make_app: AppFactory, vault_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app = _long_lived(make_app, vault_copy)
-    app.search("backup", mode="lexical")
-    if app._watch is None:
-        pytest.skip("no inotify watch here")
     note = vault_copy / "Inbox.md"
     note.write_text(note.read_text("utf-8") + "\nzorblax\n", "utf-8")
     with psycopg.connect(app.settings.database_url or "", autocommit=True) as other:
         other.execute("SELECT pg_advisory_lock(%s)", (index.INDEX_LOCK_KEY,))
         assert index.LOCK_BUSY in app.index(wait_for_lock=False).warnings
-    walks = _count_walks(monkeypatch)
+    walks = count_walks(monkeypatch)
     assert app.index().files_changed == 1 and len(walks) == 1  # not trusted: walked
 
 
@@ -310,12 +296,9 @@ def test_a_changed_pipeline_is_never_taken_from_the_watch(
     make_app: AppFactory, vault_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app = _long_lived(make_app, vault_copy)
-    app.search("backup", mode="lexical")
-    if app._watch is None:
-        pytest.skip("no inotify watch here")
     with app.db.connection() as conn:
         store.set_meta(conn, "pipeline_version", "old-version")
         conn.commit()
-    walks = _count_walks(monkeypatch)
+    walks = count_walks(monkeypatch)
     assert app.index().full  # re-derived from a walk of the vault, not from the index
     assert len(walks) == 1
