@@ -550,7 +550,7 @@ def calibrate(
         return _too_small(
             conn, key, n_docs, f"the notes give only {len(queries)} usable pseudo-queries"
         )
-    searcher.titles.get(conn)
+    titles = searcher.titles.get(conn).preload(conn)
     arms = run_arms(conn, searcher, queries, embedder=embedder, model=model, bm25=bm25, spare=spare)
     walker, prior = searcher.links(conn, Scope("", {}))
     walk = CachedWalk(walker)
@@ -558,7 +558,7 @@ def calibrate(
     gathered = time.perf_counter() - started
 
     def chooser(arm_lists: list[Arms]) -> Chooser:
-        bench = Workbench(queries, arm_lists, searcher.titles.first_chunk, walk, prior)
+        bench = Workbench(queries, arm_lists, titles.first_chunk, walk, prior)
         return Chooser(bench, split["choose"], split["report"])
 
     limits: dict[str, Any] = {

@@ -50,7 +50,7 @@ from retriever.ranking import (
     fuse,
 )
 from retriever.store import ChunkRow
-from retriever.titles import TitleCache
+from retriever.titles import TitleCache, TitleIndex
 from retriever.vector import QueryVectorCache, vector_search
 
 if TYPE_CHECKING:
@@ -279,15 +279,23 @@ class Searcher:
         started = time.perf_counter()
         sem = self._semantic(conn, queries, opts.mode, embedder, embed_error)
         scope = Scope(*DocFilter.of_options(opts).sql())
+        titles = self.titles.get(conn)
         arms = self.gather(
-            conn, queries, sem.mode, sem.model, sem.vectors, scope, opts.bm25, spare=spare
+            conn,
+            queries,
+            sem.mode,
+            sem.model,
+            sem.vectors,
+            scope,
+            opts.bm25,
+            spare=spare,
+            titles=titles,
         )
         semantic = bool(arms.semantic)
         ranking, absence, calibration = self.ranking_for(conn, opts, embedder, semantic)
-        walk, prior = self.links(conn, scope)
-        scores, lifted = fuse(
-            arms, ranking, first_chunk=self.titles.first_chunk, walk=walk, prior=prior
-        )
+        walk, prior = self.links(conn, scope, titles)
+        titles.load_openings(conn, arms.title)
+        scores, lifted = fuse(arms, ranking, first_chunk=titles.first_chunk, walk=walk, prior=prior)
         ranked_ids = best_first(scores)
         rows = store.fetch_chunks(conn, ranked_ids[: max(opts.limit * 3, 60)] + lifted)
         ranked_ids = [c for c in ranked_ids if c in rows]
@@ -366,16 +374,19 @@ class Searcher:
         bm25: BM25Params,
         *,
         spare: Spare | None = None,
+        titles: TitleIndex | None = None,
     ) -> Arms:
         """Run every arm the mode allows for ``queries`` (no fusion yet). With ``spare``
         (a source of a second connection), a hybrid search runs the title and semantic
-        arms on it while BM25 runs on ``conn``."""
+        arms on it while BM25 runs on ``conn``. ``titles``: the generation's title index
+        (looked up when not given)."""
         arms = Arms(identifier=any(looks_like_identifier(q) for q in queries))
         lexical = mode in ("hybrid", "lexical")
         semantic = mode in ("hybrid", "semantic") and model is not None and bool(qvecs)
+        index = (titles if titles is not None else self.titles.get(conn)) if lexical else None
 
         def others(c: psycopg.Connection) -> tuple[dict[int, float], list[dict[int, float]]]:
-            title = self._titles(c, queries, scope) if lexical else {}
+            title = self._titles(c, index, queries, scope) if index is not None else {}
             return title, (_cosine_lists(c, model, qvecs, scope) if semantic else [])
 
         beside = None
@@ -391,22 +402,26 @@ class Searcher:
         return arms
 
     def _titles(
-        self, conn: psycopg.Connection, queries: list[str], scope: Scope
+        self, conn: psycopg.Connection, index: TitleIndex, queries: list[str], scope: Scope
     ) -> dict[int, float]:
-        index = self.titles.get(conn)
-        words = {t for q in queries for t in query_terms(q) if t not in index.passage_idf}
-        query_idf = term_idf(conn, sorted(words))[0] if words else {}
+        plans = [index.plan(q) for q in queries]
+        words = index.to_weigh(plans)
+        if words:  # one round trip: these queries' words and their candidate names' words
+            index.weigh(*term_idf(conn, sorted(words)), words)
         found: dict[int, float] = {}
-        for q in queries:
-            for doc, score in index.search(q, query_idf=query_idf).items():
+        for plan in plans:
+            for doc, score in index.score(plan).items():
                 found[doc] = max(found.get(doc, 0.0), score)
         if found and scope.where:
             found = {d: found[d] for d in scope.allowed(conn, list(found))}
         return dict(sorted(found.items(), key=lambda kv: (-kv[1], kv[0])))
 
-    def links(self, conn: psycopg.Connection, scope: Scope) -> tuple[Walk, Mapping[int, float]]:
+    def links(
+        self, conn: psycopg.Connection, scope: Scope, titles: TitleIndex | None = None
+    ) -> tuple[Walk, Mapping[int, float]]:
         """The link-graph walk for fusion (neighbour notes best first, within the filters)
-        and every cited note's link prior."""
+        and every cited note's link prior. With ``titles``, the walk looks up the openings
+        of the notes it lifts there."""
         graph = self.graph.get(conn)
 
         def walk(seeds: Mapping[int, float]) -> list[int]:
@@ -414,6 +429,8 @@ class Searcher:
             if found and scope.where:
                 allowed = set(scope.allowed(conn, found))
                 found = [d for d in found if d in allowed]
+            if titles is not None:
+                titles.load_openings(conn, found[:GRAPH_NEIGHBOURS])
             return found
 
         return walk, graph.graph.get("prior", {})

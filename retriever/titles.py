@@ -53,17 +53,33 @@ def _deletions(word: str) -> set[str]:
     return {word[:i] + word[i + 1 :] for i in range(len(word))}
 
 
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A query as the title index scores it (see ``TitleIndex.plan``)."""
+
+    qwords: frozenset[str]
+    credit: dict[str, float]  # matched name word -> credit (1, or the typo discount)
+    candidates: tuple[int, ...]  # names holding a matched word
+
+
 @dataclass(slots=True)
 class TitleIndex:
-    """Names of every note, tokenised, with an inverted index over their words."""
+    """Names of every note, tokenised, with an inverted index over their words.
+
+    One instance per index generation. Word weights (IDF over the passages) and note
+    openings are filled in as searches need them (``weigh``, ``load_openings``) or all at
+    once (``preload``): after an edit the first search fetches the few its query touches,
+    not the weights of every name word in the vault (~250 ms on 17,000 notes)."""
 
     names: list[tuple[int, frozenset[str]]] = field(default_factory=list)  # (doc, words)
     postings: dict[str, list[int]] = field(default_factory=dict)  # word -> name indexes
     fuzzy: dict[str, set[str]] = field(default_factory=dict)  # deletion -> words
-    passage_idf: dict[str, float] = field(default_factory=dict)  # over passages: weighs
+    passage_idf: dict[str, float] = field(default_factory=dict)  # words weighed so far
+    weighed: set[str] = field(default_factory=set)  # known: in passage_idf or no passage
     max_idf: float = 1.0  # a word the passages never hold
     n_docs: int = 0
-    name_info: list[float] = field(default_factory=list)  # per name: its words' weight
+    openings: dict[int, int | None] = field(default_factory=dict)  # doc -> opening chunk
+    infos: dict[int, float] = field(default_factory=dict)  # name -> its words' weight
 
     @classmethod
     def build(cls, docs: Iterable[tuple[int, str, str, Iterable[str]]]) -> TitleIndex:
@@ -90,13 +106,78 @@ class TitleIndex:
         index.set_idf({}, 1.0)
         return index
 
+    def next_generation(self) -> TitleIndex:
+        """The same names with nothing weighed or opened yet (searches still holding this
+        instance keep its weights)."""
+        return replace(self, passage_idf={}, weighed=set(), max_idf=1.0, openings={}, infos={})
+
     def set_idf(self, passage_idf: dict[str, float], max_idf: float) -> None:
-        """Weigh words by their IDF over the passages; each name's total is computed here,
-        once per index generation, not for every candidate of every query."""
-        self.passage_idf, self.max_idf = passage_idf, max_idf
-        self.name_info = [
-            sum(passage_idf.get(w, max_idf) for w in words) for _, words in self.names
-        ]
+        """Weigh every name word at once by its IDF over the passages (absent: max_idf)."""
+        self.passage_idf, self.max_idf = dict(passage_idf), max_idf
+        self.weighed = set(self.postings) | set(passage_idf)
+        self.infos = {}
+
+    def weigh(self, passage_idf: Mapping[str, float], max_idf: float, words: Iterable[str]) -> None:
+        """Record the IDF of ``words`` (those missing from ``passage_idf`` no passage holds)."""
+        self.passage_idf.update(passage_idf)
+        self.max_idf = max_idf
+        self.weighed.update(words)
+
+    def plan(self, query: str) -> Plan:
+        """What scoring ``query`` takes: its words, the name words they match (with their
+        credit) and the candidate names."""
+        qwords = frozenset(tokenize(query))
+        if not qwords or not self.names:
+            return Plan(qwords, {}, ())
+        credit = self._credit(qwords)
+        return Plan(qwords, credit, tuple(sorted(self._candidates(credit))) if credit else ())
+
+    def to_weigh(self, plans: Iterable[Plan]) -> set[str]:
+        """Words not weighed yet that scoring ``plans`` needs: the queries' own words and
+        every word of their candidate names."""
+        needed: set[str] = set()
+        for plan in plans:
+            needed |= plan.qwords
+            for i in plan.candidates:
+                needed |= self.names[i][1]
+        return needed - self.weighed
+
+    def preload(self, conn: psycopg.Connection) -> TitleIndex:
+        """Every name word's weight and every note's opening (calibration runs thousands
+        of searches against one generation)."""
+        self.weigh(*term_idf(conn, list(self.postings)), self.postings)
+        rows = conn.execute(
+            "SELECT DISTINCT ON (doc_id) doc_id, id FROM chunks ORDER BY doc_id, ordinal"
+        ).fetchall()
+        self.openings.update({int(d): int(c) for d, c in rows})
+        return self
+
+    def load_openings(self, conn: psycopg.Connection, docs: Iterable[int]) -> None:
+        """Look up the opening chunk of the notes in ``docs`` not looked up yet."""
+        missing = sorted({d for d in docs if d not in self.openings})
+        if not missing:
+            return
+        rows = conn.execute(
+            "SELECT DISTINCT ON (doc_id) doc_id, id FROM chunks WHERE doc_id = ANY(%s)"
+            " ORDER BY doc_id, ordinal",
+            (missing,),
+        ).fetchall()
+        found = {int(d): int(c) for d, c in rows}
+        self.openings.update({d: found.get(d) for d in missing})
+
+    def first_chunk(self, doc: int) -> int | None:
+        """The note's opening chunk, once looked up (stands for a note found by name or
+        by link)."""
+        return self.openings.get(doc)
+
+    def weight(self, word: str) -> float:
+        found = self.passage_idf.get(word)
+        return found if found is not None else self.max_idf
+
+    @property
+    def name_info(self) -> list[float]:
+        """Each name's information: the sum of its words' weights."""
+        return [sum(self.weight(w) for w in words) for _, words in self.names]
 
     def _matches(self, word: str) -> dict[str, float]:
         """Name words this query word matches, with their credit (1, or the typo discount)."""
@@ -109,19 +190,26 @@ class TitleIndex:
                     found.setdefault(probe, FUZZY_DISCOUNT)  # the query has an extra letter
         return found
 
-    def search(
-        self, query: str, *, limit: int = 20, query_idf: Mapping[str, float] | None = None
-    ) -> dict[int, float]:
-        """doc id -> score in (0, 1], best names only, at most ``limit`` notes.
-        ``query_idf``: passage IDF of the query's words that no name holds."""
-        qwords = set(tokenize(query))
-        if not qwords or not self.names:
-            return {}
+    def _credit(self, qwords: Iterable[str]) -> dict[str, float]:
         credit: dict[str, float] = {}
         for word in qwords:
             for match, c in self._matches(word).items():
                 credit[match] = max(credit.get(match, 0.0), c)
-        if not credit:
+        return credit
+
+    def search(
+        self, query: str, *, limit: int = 20, query_idf: Mapping[str, float] | None = None
+    ) -> dict[int, float]:
+        """doc id -> score in (0, 1], best names only, at most ``limit`` notes.
+        ``query_idf``: passage IDF of query words not weighed here. Name words not weighed
+        (see ``to_weigh``) count as words no passage holds."""
+        return self.score(self.plan(query), limit=limit, query_idf=query_idf)
+
+    def score(
+        self, plan: Plan, *, limit: int = 20, query_idf: Mapping[str, float] | None = None
+    ) -> dict[int, float]:
+        """``search`` for a planned query."""
+        if not plan.credit:
             return {}
         extra = query_idf or {}
 
@@ -129,22 +217,31 @@ class TitleIndex:
             found = self.passage_idf.get(word)
             return found if found is not None else extra.get(word, self.max_idf)
 
-        q_info = sum(weigh(w) for w in qwords) or 1.0
-        # Matched name words only (``extra`` holds words no name has, so a name word
-        # weighs what it weighed in ``name_info``).
-        gain = {w: self.passage_idf.get(w, self.max_idf) * c for w, c in credit.items()}
+        q_info = sum(weigh(w) for w in plan.qwords) or 1.0
+        # Matched name words weigh what they weigh in their name's information.
+        gain = {w: self.weight(w) * c for w, c in plan.credit.items()}
         best: dict[int, float] = {}
-        for i in self._candidates(credit):
+        for i in plan.candidates:
             doc, words = self.names[i]
-            name_info = self.name_info[i]
             hit = sum(gain[w] for w in words if w in gain)
-            if not hit or not name_info:
+            name_info = self._info(i) if hit else 0.0
+            if not name_info:
                 continue
             score = (hit / name_info) * min(1.0, hit / q_info)
             if score >= MIN_SCORE and score > best.get(doc, 0.0):
                 best[doc] = score
         ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
         return dict(ranked)
+
+    def _info(self, i: int) -> float:
+        """Name ``i``'s information, remembered once all its words are weighed."""
+        found = self.infos.get(i)
+        if found is None:
+            words = self.names[i][1]
+            found = sum(self.weight(w) for w in words)
+            if words <= self.weighed:
+                self.infos[i] = found
+        return found
 
     def _candidates(self, credit: dict[str, float]) -> set[int]:
         """Names holding a matched word; very common name words (``dendron`` in every
@@ -159,39 +256,30 @@ class TitleIndex:
 
 
 class TitleCache:
-    """The vault's title index and each note's opening chunk, rebuilt after each index run
-    (cheap generation check)."""
+    """The vault's title index, one per index generation (cheap generation check). Names
+    are rebuilt only when a note's id, path, title or aliases moved; weights and openings
+    start empty each generation and fill in as searches need them."""
 
     def __init__(self) -> None:
         self._index = TitleIndex()
-        self._first: dict[int, int] = {}
         self._generation: object = None
         self._stamp: tuple[int, ...] = ()
         self._lock = threading.Lock()
 
     def first_chunk(self, doc: int) -> int | None:
-        """The note's opening chunk (stands for a note found by name or by link)."""
-        return self._first.get(doc)
+        """The current generation's opening chunk of the note, once looked up."""
+        return self._index.first_chunk(doc)
 
     def get(self, conn: psycopg.Connection) -> TitleIndex:
         row = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()
         generation = str(row[0]) if row else None
         with self._lock:
             if generation != self._generation:
-                # Names are rebuilt only when a note's id, path, title or aliases moved
-                # (most of a second on 17,000 notes); the weights and openings always are.
                 stamp = store.notes_stamp(conn)
-                index = self._index
-                if stamp != self._stamp:
+                if stamp != self._stamp:  # most of a second on 17,000 notes
                     rows = conn.execute("SELECT id, path, title, aliases FROM documents").fetchall()
-                    index = TitleIndex.build((int(r[0]), r[1], r[2], r[3]) for r in rows)
+                    self._index = TitleIndex.build((int(r[0]), r[1], r[2], r[3]) for r in rows)
                     self._stamp = stamp
-                index = replace(index)  # searches still holding the old one keep its weights
-                index.set_idf(*term_idf(conn, list(index.postings)))
-                self._index = index
-                first = conn.execute(
-                    "SELECT DISTINCT ON (doc_id) doc_id, id FROM chunks ORDER BY doc_id, ordinal"
-                ).fetchall()
-                self._first = {int(d): int(c) for d, c in first}
+                self._index = self._index.next_generation()
                 self._generation = generation
             return self._index

@@ -13,7 +13,9 @@ import pytest
 from retriever import index, store
 from retriever.app import Retriever
 from retriever.graph import load_graph
-from retriever.lexical import term_idf
+from retriever.lexical import query_terms, term_idf
+from retriever.ranking import Ranking
+from retriever.search import Scope
 from retriever.titles import TitleIndex
 from tests.conftest import AppFactory, count_walks
 
@@ -37,6 +39,12 @@ def _fresh_titles(conn: psycopg.Connection) -> TitleIndex:
     fresh = TitleIndex.build((int(r[0]), r[1], r[2], r[3]) for r in rows)
     fresh.set_idf(*term_idf(conn, list(fresh.postings)))
     return fresh
+
+
+def _fresh_search(conn: psycopg.Connection, fresh: TitleIndex, query: str) -> dict[int, float]:
+    """What a fresh build's title arm answers: query words no name holds weighed too."""
+    words = sorted(t for t in query_terms(query) if t not in fresh.passage_idf)
+    return fresh.search(query, query_idf=term_idf(conn, words)[0] if words else {})
 
 
 def _weighed_names(titles: TitleIndex) -> list[tuple[int, list[str], float]]:
@@ -68,7 +76,10 @@ def test_a_body_edit_keeps_the_names_and_the_graph_but_not_the_weights_or_openin
     searcher = app._searcher
     with app.db.connection() as conn:
         shakshuka = _doc_id(conn, "cooking/Shakshuka.md")
-        opening = searcher.titles.first_chunk(shakshuka)
+        titles.load_openings(conn, [shakshuka])
+        opening = titles.first_chunk(shakshuka)
+        assert opening == _first_chunk(conn, shakshuka)
+        before = _fresh_titles(conn)
         conn.commit()
     # New words (their IDF moves) and a new opening chunk; no name, no link changes.
     note = vault_copy / "cooking" / "Shakshuka.md"
@@ -85,13 +96,47 @@ def test_a_body_edit_keeps_the_names_and_the_graph_but_not_the_weights_or_openin
         fresh = _fresh_titles(conn)
         assert kept is not titles and kept.names is titles.names  # names not rebuilt
         assert same_graph is graph
-        assert kept.passage_idf == fresh.passage_idf
-        assert _weighed_names(kept) == _weighed_names(fresh)
-        assert kept.passage_idf != titles.passage_idf  # the weights did move
-        new_opening = searcher.titles.first_chunk(shakshuka)
+        # Nothing is weighed or opened until a search needs it ...
+        assert not kept.weighed and kept.first_chunk(shakshuka) is None
+        for query in ("shakshuka", "harissa brunch", "dashi stock", "shakshuka dashi"):
+            found = searcher._titles(conn, kept, [query], Scope("", {}))
+            assert found == _fresh_search(conn, fresh, query), query
+        # ... then only what it needed, weighed as a fresh build weighs it.
+        assert 0 < len(kept.weighed) < len(kept.postings)
+        names = kept.weighed & set(kept.postings)
+        assert {w: kept.weight(w) for w in names} == {w: fresh.weight(w) for w in names}
+        assert kept.weight("dashi") != before.weight("dashi")  # the weights did move
+        kept.load_openings(conn, [shakshuka])
+        new_opening = kept.first_chunk(shakshuka)
         assert new_opening == _first_chunk(conn, shakshuka) and new_opening != opening
-        assert kept.search("shakshuka") == fresh.search("shakshuka")
+        kept.preload(conn)  # everything at once, as calibration asks
+        assert {w: kept.weight(w) for w in kept.postings} == fresh.passage_idf | {
+            w: fresh.max_idf for w in kept.postings if w not in fresh.passage_idf
+        }
+        assert _weighed_names(kept) == _weighed_names(fresh)
         conn.commit()
+
+
+def test_a_note_only_the_title_arm_or_the_walk_finds_is_delivered_after_an_edit(
+    make_app: AppFactory, vault_copy: Path
+) -> None:
+    """Openings are looked up per generation as searches need them: a note no passage
+    list holds (named by its file name; linked from the only match) still answers."""
+    (vault_copy / "cooking" / "Zorblax.md").write_text(
+        "---\ntitle: Kitchen ideas\n---\nOnions, slowly, in butter.\n", encoding="utf-8"
+    )
+    app = make_app(vault_copy)
+    app.index()
+    app.search("warm the caches up", fresh=False)
+    _append(vault_copy / "cooking" / "Dashi.md", "\nQuxbrine pairs with [[Shakshuka]].\n")
+    assert app.index().files_changed == 1  # a new generation: nothing looked up yet
+    named = app.search("zorblax", mode="lexical", fresh=False)
+    assert [h.path for h in named.hits] == ["cooking/Zorblax.md"]
+    walked = app.search(
+        "quxbrine", fresh=False, ranking=Ranking("lexical", graph_weight=1.0, title_weight=0.0)
+    )
+    assert walked.ranked_paths[0] == "cooking/Dashi.md"
+    assert "cooking/Shakshuka.md" in walked.ranked_paths  # lifted by the walk alone
 
 
 def test_a_new_title_or_a_new_link_rebuilds_what_depends_on_it(
