@@ -31,6 +31,7 @@ from retriever.index import (
     changed_files,
     index_vault,
     scan_changes,
+    touched_changes,
 )
 from retriever.lexical import BM25Params
 from retriever.query_input import (
@@ -167,12 +168,15 @@ class Retriever:
         calibrate: bool = True,
         force: bool = False,
         scan: ScanReport | None = None,
+        touched: set[str] | None = None,
     ) -> IndexReport:
         """Bring the index in line with the vault, filling every embedding tier that is
         up, then calibrate the ranking when due (never from the bounded freshness pass:
-        ``embed_limit`` set, which also never waits for a tier's probe)."""
-        watch = self._vault_watch() if scan is None and not full else None
-        touched = None
+        ``embed_limit`` set, which also never waits for a tier's probe). ``scan`` or
+        ``touched``: what the caller's pass found (the walk, or the paths the watch
+        named); the vault watch is asked otherwise."""
+        given = scan is not None or touched is not None
+        watch = self._vault_watch() if not given and not full else None
         if watch is not None:
             watch.quiet()  # the barrier: every change made before this run is in
             touched = watch.begin_walk()
@@ -247,8 +251,12 @@ class Retriever:
     def _refresh_walk(self, touched: set[str] | None) -> tuple[int, bool]:
         """(files re-indexed, whether the index now matches the vault). ``touched``: the
         only paths that may have changed (from the vault watch); None: walk the vault."""
+        scan = None
         try:
-            scan, changed, deleted = scan_changes(self.db, self.settings, touched)
+            if touched is None:
+                scan, changed, deleted = scan_changes(self.db, self.settings)
+            else:  # the watch names what changed: look at that alone
+                changed, deleted = touched_changes(self.db, self.settings, touched)
         except FileNotFoundError:
             return 0, False
         if not changed and not deleted:
@@ -259,7 +267,11 @@ class Retriever:
         # Bounded: never a full rebuild, and only a small share of any embedding backlog
         # (the rest is `retriever index`'s or the watcher's job).
         report = self.index(
-            wait_for_lock=False, allow_full=False, embed_limit=FRESH_EMBED_LIMIT, scan=scan
+            wait_for_lock=False,
+            allow_full=False,
+            embed_limit=FRESH_EMBED_LIMIT,
+            scan=scan,
+            touched=touched,
         )
         return report.files_changed + report.files_deleted, in_line(report)
 

@@ -21,7 +21,7 @@ import signal
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from itertools import islice
@@ -296,7 +296,7 @@ def index_vault(
                     halt,
                     embed_limit,
                     scan=scan,
-                    touched=touched,
+                    touched=frozenset(touched) if touched is not None else None,
                 )
                 _run(run, full, allow_full, force)
         finally:
@@ -322,7 +322,7 @@ class _Run:
     dropped: set[bytes] = field(default_factory=set)  # passages deleted chunks referred to
     full_gc: bool = False  # an earlier run wrote and died before its GC: collect everywhere
     scan: ScanReport | None = None  # the caller's scan of the vault, taken just before
-    touched: Iterable[str] | None = None  # else, when set: the only paths that may differ
+    touched: frozenset[str] | None = None  # else, when set: the only paths that may differ
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
@@ -356,21 +356,27 @@ def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
     """Compare the vault with the index; None when the run must not go on (said why)."""
     report, settings = run.report, run.settings
     with run.db.connection() as conn:
-        states = store.load_stamps(conn)
         version = store.get_meta(conn, "pipeline_version")
         last = store.get_meta(conn, "last_index")
-        conn.commit()
-        rebuild = version != PIPELINE_VERSION and bool(states)
+        n_indexed = store.count_documents(conn)
+        rebuild = version != PIPELINE_VERSION and n_indexed > 0
         # A rebuild re-derives every note: from a walk, never from the index's own list.
-        touched = None if full or rebuild else run.touched
-        scan = run.scan or _scan(settings, states, touched)
+        touched = None if full or rebuild or run.scan is not None else run.touched
+        if touched is not None:  # only these may differ: the rest is as the index has it
+            states, scan = _look_at(conn, settings, touched)
+        else:
+            states = store.load_stamps(conn)
+            scan = run.scan or _scan(settings)
         changed, deleted = _compare(states, scan)
-        known = store.known_hashes(conn, [f.path for f in changed] if states and not full else [])
+        known = store.known_hashes(
+            conn, [f.path for f in changed] if n_indexed and not full else []
+        )
         conn.commit()
     report.skipped = scan.skipped_too_large + scan.skipped_escaping_links
     for rel in scan.skipped_too_large:
         report.warnings.append(f"{rel}: skipped, over {settings.max_file_bytes} bytes")
-    report.files_seen = len(scan.files)
+    new = sum(1 for f in scan.files if f.path not in states)
+    report.files_seen = len(scan.files) if touched is None else n_indexed - len(deleted) + new
     if rebuild:
         if not allow_full:
             report.warnings.append(PIPELINE_CHANGED)
@@ -378,7 +384,7 @@ def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
         full = report.full = True  # chunking/normalisation/redaction changed: re-derive all
         known = {}
     indexed_vault = last.get("vault") if isinstance(last, dict) else None
-    refusal = None if force else wipe_refusal(run.vault, indexed_vault, len(states), len(deleted))
+    refusal = None if force else wipe_refusal(run.vault, indexed_vault, n_indexed, len(deleted))
     if refusal:
         report.errors.append(refusal)
         report.refused = refusal
@@ -386,7 +392,9 @@ def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
     todo = [_job(run, f, known.get(f.path)) for f in (scan.files if full else changed)]
     report.files_unchanged = report.files_seen - len(todo)
     added = any(j.path not in states for j in todo)
-    return _Plan(todo, deleted, bool(deleted) or added, not states and len(todo) >= BULK_THRESHOLD)
+    return _Plan(
+        todo, deleted, bool(deleted) or added, not n_indexed and len(todo) >= BULK_THRESHOLD
+    )
 
 
 def _job(run: _Run, found: FileInfo, known: bytes | None) -> PrepareJob:
@@ -820,17 +828,41 @@ def changed_files(db: Database, settings: Settings) -> tuple[int, list[FileInfo]
     return len(scan.files), changed, deleted
 
 
-def scan_changes(
-    db: Database, settings: Settings, touched: Iterable[str] | None = None
-) -> tuple[ScanReport, list[FileInfo], list[str]]:
+def scan_changes(db: Database, settings: Settings) -> tuple[ScanReport, list[FileInfo], list[str]]:
     """The vault's scan, the files whose size/mtime differ from the index, and the indexed
-    paths gone from disk. An index run given this scan does not walk the vault again.
-    ``touched``: the only paths that may have changed (see ``index_vault``)."""
+    paths gone from disk. An index run given this scan does not walk the vault again."""
     with db.connection() as conn:
         states = store.load_stamps(conn)
         conn.commit()
-    scan = _scan(settings, states, touched)
+    scan = _scan(settings)
     return scan, *_compare(states, scan)
+
+
+def touched_changes(
+    db: Database, settings: Settings, touched: Collection[str]
+) -> tuple[list[FileInfo], list[str]]:
+    """``scan_changes`` when only ``touched`` (vault-relative paths, from the vault watch)
+    may have changed: those paths' stamps and a look at those paths, nothing else."""
+    with db.connection() as conn:
+        states, scan = _look_at(conn, settings, touched)
+        conn.commit()
+    return _compare(states, scan)
+
+
+def _look_at(
+    conn: psycopg.Connection, settings: Settings, touched: Collection[str]
+) -> tuple[dict[str, store.FileStamp], ScanReport]:
+    """The index's stamps of the ``touched`` paths, and what a walk would find of them."""
+    states = store.load_stamps(conn, touched) if touched else {}
+    scan = rescan_paths(
+        settings.resolved_vault(),
+        states,
+        touched,
+        include=settings.include,
+        exclude=settings.exclude,
+        max_bytes=settings.max_file_bytes,
+    )
+    return states, scan
 
 
 def compare_with_disk(
@@ -850,22 +882,8 @@ def _compare(
     return changed, deleted
 
 
-def _scan(
-    settings: Settings,
-    states: Mapping[str, store.FileStamp] | None = None,
-    touched: Iterable[str] | None = None,
-) -> ScanReport:
-    """A walk of the vault; with ``touched`` (and the index's ``states``), a look at those
-    paths only, every other note as the index holds it."""
-    if touched is not None and states is not None:
-        return rescan_paths(
-            settings.resolved_vault(),
-            states,
-            touched,
-            include=settings.include,
-            exclude=settings.exclude,
-            max_bytes=settings.max_file_bytes,
-        )
+def _scan(settings: Settings) -> ScanReport:
+    """A walk of the vault."""
     return scan_vault(
         settings.resolved_vault(),
         include=settings.include,

@@ -21,12 +21,24 @@ from retriever.prepare import PreparedChunk, PreparedDoc, embedding_input
 FileStamp = tuple[int, int]
 
 
-def load_stamps(conn: psycopg.Connection) -> dict[str, FileStamp]:
-    """Each indexed note's size and mtime by path: all a freshness pass compares (three
-    narrow columns; the hashes are read only for the notes that changed, see
-    ``known_hashes``)."""
-    rows = conn.execute("SELECT path, size, mtime_ns FROM documents").fetchall()
+def load_stamps(
+    conn: psycopg.Connection, paths: Iterable[str] | None = None
+) -> dict[str, FileStamp]:
+    """Each indexed note's size and mtime by path (only ``paths``, when given): all a
+    freshness pass compares (three narrow columns; the hashes are read only for the notes
+    that changed, see ``known_hashes``)."""
+    if paths is None:
+        rows = conn.execute("SELECT path, size, mtime_ns FROM documents").fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT path, size, mtime_ns FROM documents WHERE path = ANY(%s)", (sorted(paths),)
+        ).fetchall()
     return {path: (size, mtime) for path, size, mtime in rows}
+
+
+def count_documents(conn: psycopg.Connection) -> int:
+    row = conn.execute("SELECT count(*) FROM documents").fetchone()
+    return int(row[0]) if row else 0
 
 
 def known_hashes(conn: psycopg.Connection, paths: Sequence[str]) -> dict[str, bytes]:

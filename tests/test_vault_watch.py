@@ -277,6 +277,11 @@ def test_an_index_run_skips_the_walk_while_the_watch_is_quiet(
     edited = app.index()
     assert not walks and edited.files_changed == 1  # the watch named the file
     assert app.search("zorblax", mode="lexical").hits[0].path == "Inbox.md"
+    (vault_copy / "projects" / "Zorblax plan.md").write_text("# Plan\n\nzorblax\n", "utf-8")
+    (vault_copy / "Quick thought.md").unlink()
+    moved = app.index()
+    assert not walks and (moved.files_changed, moved.files_deleted) == (1, 1)
+    assert moved.files_seen == seen and moved.files_unchanged == seen - 1  # as a walk counts
 
 
 def test_an_index_run_another_indexer_stalled_leaves_a_walk_due(
