@@ -174,13 +174,24 @@ class _Handler(socketserver.StreamRequestHandler):
 
 
 def _frame_writer(wfile: Any) -> Callable[[dict[str, Any]], None]:
+    """Frames to the client. A client that hung up (a hook's timeout, ^C) no longer
+    reads: the command finishes without it (an index run is not cut short) and what it
+    would have printed is dropped, without a traceback in the log."""
     lock = threading.Lock()
+    gone = False
 
     def send(frame: dict[str, Any]) -> None:
+        nonlocal gone
         data = json.dumps(frame, ensure_ascii=False).encode() + b"\n"
         with lock:
-            wfile.write(data)
-            wfile.flush()
+            if gone:
+                return
+            try:
+                wfile.write(data)
+                wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                gone = True
+                log.info("the client hung up: finishing its command without it")
 
     return send
 

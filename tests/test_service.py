@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import time
@@ -375,3 +376,33 @@ def test_the_package_names_its_public_api() -> None:
         assert getattr(retriever, name) is not None
     with pytest.raises(AttributeError):
         retriever.nothing_here  # noqa: B018
+
+
+def test_a_client_gone_mid_answer_leaves_no_traceback_and_the_service_serving(
+    served: dict,
+) -> None:
+    """A hook that timed out or a ^C'd command hangs up before its answer is written: the
+    command finishes without it, quietly, and the next call is served as usual."""
+    from retriever import client
+
+    home, env = served["home"], served["env"]
+    log = Path(client.log_path(home))
+    before = log.read_text(encoding="utf-8") if log.exists() else ""
+    request = {
+        "protocol": client.PROTOCOL,
+        "op": "run",
+        "argv": ["search", "--vault", str(served["vault"]), "--json", "backups restic"],
+        "cwd": str(served["vault"]),
+        "env": {k: v for k, v in env.items() if k.startswith("RETRIEVER_")},
+        "stdin": None,
+        "code": client.code_stamp(),
+    }
+    for _ in range(3):
+        sock = client.connect(client.socket_path(home), timeout=10)
+        client.send(sock, request)
+        sock.shutdown(socket.SHUT_RDWR)  # gone before a byte of the answer is read
+        sock.close()
+    found = _json(env, "search", "--vault", str(served["vault"]), "backups")
+    assert found["via"] == "service" and found["hits"]
+    added = log.read_text(encoding="utf-8")[len(before) :]
+    assert "Traceback" not in added and "command failed" not in added, added
