@@ -344,6 +344,7 @@ class Retriever:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             result = self._search_tiers(conn, cleaned, opts, db.spare)
             conn.commit()
+        self._searcher.warm_titles(db.spare, eager=self.long_lived)
         result.refreshed_files = refreshed
         return result
 

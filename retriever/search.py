@@ -3,6 +3,7 @@ and absence signals. One function serves the CLI, the MCP server and hooks."""
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -56,6 +57,7 @@ from retriever.vector import QueryVectorCache, vector_search
 if TYPE_CHECKING:
     from retriever.config import Settings
 
+log = logging.getLogger(__name__)
 ARM_DEPTH = 50  # candidates per arm and query
 
 T = TypeVar("T")
@@ -226,6 +228,7 @@ class Searcher:
         self.calibrations = CalibrationCache()
         self._pending: dict[int, tuple[str, int | None]] = {}  # model -> (generation, n)
         self._workers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="retriever-arm")
+        self.warming: Future[None] | None = None  # the last title warm-up (see warm_titles)
 
     def _pending_vectors(self, conn: psycopg.Connection, model: int) -> int | None:
         """Passages without a vector for ``model`` (None: no vector at all), recounted only
@@ -401,6 +404,22 @@ class Searcher:
             arms.doc_of = store.chunk_owners(conn, ids)
         return arms
 
+    def warm_titles(self, spare: Spare, *, eager: bool) -> Future[None] | None:
+        """Weigh the rest of the title index in the background: a search fetches only the
+        weights its own query needs, so without this every new query of a generation
+        would fetch some. ``eager`` (a long-lived process): after any search; else once a
+        second search had to fetch (a one-off command does not pay for it, nor wait for it
+        at exit). Skipped without a spare connection; a newer index run leaves it to that
+        run's index."""
+        index = self.titles.latest()
+        if index.complete or index.warming or index.generation is None:
+            return None
+        if not eager and index.fetches < 2:
+            return None
+        index.warming = True
+        self.warming = self._workers.submit(_preload, index, spare)
+        return self.warming
+
     def _titles(
         self, conn: psycopg.Connection, index: TitleIndex, queries: list[str], scope: Scope
     ) -> dict[int, float]:
@@ -408,6 +427,7 @@ class Searcher:
         words = index.to_weigh(plans)
         if words:  # one round trip: these queries' words and their candidate names' words
             index.weigh(*term_idf(conn, sorted(words)), words)
+            index.fetches += 1
         found: dict[int, float] = {}
         for plan in plans:
             for doc, score in index.score(plan).items():
@@ -518,6 +538,21 @@ def run_beside(
             return work(other)
 
     return workers.submit(run)
+
+
+def _preload(index: TitleIndex, spare: Spare) -> None:
+    """``index.preload`` on a spare connection, if the index is still the current one."""
+    try:
+        with spare() as conn:
+            if conn is None:
+                return
+            row = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()
+            if row is not None and str(row[0]) == index.generation:
+                index.preload(conn)
+    except psycopg.Error as exc:  # a closed pool, a lost server: searches fetch their own
+        log.debug("title index warm-up skipped: %s", exc)
+    finally:
+        index.warming = False
 
 
 def _bm25_lists(

@@ -80,6 +80,10 @@ class TitleIndex:
     n_docs: int = 0
     openings: dict[int, int | None] = field(default_factory=dict)  # doc -> opening chunk
     infos: dict[int, float] = field(default_factory=dict)  # name -> its words' weight
+    generation: str | None = None  # the index run this instance weighs for
+    complete: bool = False  # every name word weighed, every opening looked up
+    warming: bool = False  # a background preload is on its way
+    fetches: int = 0  # searches that had to fetch weights
 
     @classmethod
     def build(cls, docs: Iterable[tuple[int, str, str, Iterable[str]]]) -> TitleIndex:
@@ -106,10 +110,21 @@ class TitleIndex:
         index.set_idf({}, 1.0)
         return index
 
-    def next_generation(self) -> TitleIndex:
+    def next_generation(self, generation: str | None) -> TitleIndex:
         """The same names with nothing weighed or opened yet (searches still holding this
         instance keep its weights)."""
-        return replace(self, passage_idf={}, weighed=set(), max_idf=1.0, openings={}, infos={})
+        return replace(
+            self,
+            passage_idf={},
+            weighed=set(),
+            max_idf=1.0,
+            openings={},
+            infos={},
+            generation=generation,
+            complete=False,
+            warming=False,
+            fetches=0,
+        )
 
     def set_idf(self, passage_idf: dict[str, float], max_idf: float) -> None:
         """Weigh every name word at once by its IDF over the passages (absent: max_idf)."""
@@ -130,7 +145,7 @@ class TitleIndex:
         if not qwords or not self.names:
             return Plan(qwords, {}, ())
         credit = self._credit(qwords)
-        return Plan(qwords, credit, tuple(sorted(self._candidates(credit))) if credit else ())
+        return Plan(qwords, credit, tuple(self._candidates(credit)) if credit else ())
 
     def to_weigh(self, plans: Iterable[Plan]) -> set[str]:
         """Words not weighed yet that scoring ``plans`` needs: the queries' own words and
@@ -138,8 +153,9 @@ class TitleIndex:
         needed: set[str] = set()
         for plan in plans:
             needed |= plan.qwords
-            for i in plan.candidates:
-                needed |= self.names[i][1]
+            if not self.complete:  # else every name word is weighed already
+                for i in plan.candidates:
+                    needed |= self.names[i][1]
         return needed - self.weighed
 
     def preload(self, conn: psycopg.Connection) -> TitleIndex:
@@ -150,6 +166,7 @@ class TitleIndex:
             "SELECT DISTINCT ON (doc_id) doc_id, id FROM chunks ORDER BY doc_id, ordinal"
         ).fetchall()
         self.openings.update({int(d): int(c) for d, c in rows})
+        self.complete = True
         return self
 
     def load_openings(self, conn: psycopg.Connection, docs: Iterable[int]) -> None:
@@ -280,6 +297,10 @@ class TitleCache:
                     rows = conn.execute("SELECT id, path, title, aliases FROM documents").fetchall()
                     self._index = TitleIndex.build((int(r[0]), r[1], r[2], r[3]) for r in rows)
                     self._stamp = stamp
-                self._index = self._index.next_generation()
+                self._index = self._index.next_generation(generation)
                 self._generation = generation
             return self._index
+
+    def latest(self) -> TitleIndex:
+        """The index of the generation the last ``get`` saw."""
+        return self._index

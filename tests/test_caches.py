@@ -139,6 +139,36 @@ def test_a_note_only_the_title_arm_or_the_walk_finds_is_delivered_after_an_edit(
     assert "cooking/Shakshuka.md" in walked.ranked_paths  # lifted by the walk alone
 
 
+def test_a_long_lived_app_weighs_the_rest_of_the_titles_after_a_search(
+    make_app: AppFactory, vault_copy: Path
+) -> None:
+    """The search after an edit fetches only its own weights; a long-lived app (the
+    service, the MCP server) then weighs the rest in the background, as a fresh build."""
+    short = make_app(vault_copy)
+    short.index()
+    short.search("dashi", mode="lexical", fresh=False)
+    assert short._searcher.warming is None  # a one-off command does not warm anything
+    short.search("shakshuka", mode="lexical", fresh=False)
+    assert short._searcher.warming is not None  # ... one that keeps searching does
+    short._searcher.warming.result(timeout=60)
+    app = make_app(vault_copy)
+    app.long_lived = True
+    app.search("dashi", mode="lexical", fresh=False)
+    assert app._searcher.warming is not None
+    app._searcher.warming.result(timeout=60)
+    index = app._searcher.titles.latest()
+    assert index.complete and not index.warming
+    with app.db.connection() as conn:
+        fresh = _fresh_titles(conn)
+        assert _weighed_names(index) == _weighed_names(fresh)
+        shakshuka = _doc_id(conn, "cooking/Shakshuka.md")
+        assert index.first_chunk(shakshuka) == _first_chunk(conn, shakshuka)
+        conn.commit()
+    plan = index.plan("shakshuka kombu brunch")
+    assert index.to_weigh([plan]) <= set(plan.qwords) - set(index.postings)  # names: none
+    assert app._searcher.warm_titles(app.db.spare, eager=True) is None  # done: not again
+
+
 def test_a_new_title_or_a_new_link_rebuilds_what_depends_on_it(
     make_app: AppFactory, vault_copy: Path
 ) -> None:
