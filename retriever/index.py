@@ -366,6 +366,7 @@ def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
             states, scan = _look_at(conn, settings, touched)
         else:
             states = store.load_stamps(conn)
+            conn.commit()  # no transaction held open through the walk
             scan = run.scan or _scan(settings)
         changed, deleted = _compare(states, scan)
         known = store.known_hashes(
