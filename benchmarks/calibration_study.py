@@ -81,13 +81,13 @@ def main() -> None:
             common_headings=common,
             rarity=cal._rarity(conn, notes),
         )
-        searcher.titles.get(conn)
+        titles = searcher.titles.get(conn).preload(conn)
         arms = cal.run_arms(
             conn, searcher, queries, embedder=embedder, model=model, bm25=app.bm25()
         )
         walker, prior = searcher.links(conn, Scope("", {}))
         walk = cal.CachedWalk(walker)
-        bench = cal.Workbench(queries, arms, searcher.titles.first_chunk, walk, prior)
+        bench = cal.Workbench(queries, arms, titles.first_chunk, walk, prior)
         split = {
             s: [i for i, q in enumerate(queries) if q.split == s] for s in ("choose", "report")
         }

@@ -487,7 +487,7 @@ class Retriever:
         with self.db.connection() as conn:
             model = store.model_row(conn, embedder.fingerprint) if embedder else None
             key = embedder.fingerprint if (embedder and model) else LEXICAL_KEY
-            n_docs = int(conn.execute("SELECT count(*) FROM documents").fetchone()[0])  # type: ignore[index]
+            n_docs = store.count_documents(conn)
             due = force or calibration_store.needs_calibration(
                 conn, key, n_docs, drift=self.settings.calibrate_drift
             )

@@ -214,27 +214,16 @@ class TitleIndex:
                 credit[match] = max(credit.get(match, 0.0), c)
         return credit
 
-    def search(
-        self, query: str, *, limit: int = 20, query_idf: Mapping[str, float] | None = None
-    ) -> dict[int, float]:
-        """doc id -> score in (0, 1], best names only, at most ``limit`` notes.
-        ``query_idf``: passage IDF of query words not weighed here. Name words not weighed
-        (see ``to_weigh``) count as words no passage holds."""
-        return self.score(self.plan(query), limit=limit, query_idf=query_idf)
+    def search(self, query: str, *, limit: int = 20) -> dict[int, float]:
+        """doc id -> score in (0, 1], best names only, at most ``limit`` notes. Words not
+        weighed yet (see ``to_weigh``) count as words no passage holds."""
+        return self.score(self.plan(query), limit=limit)
 
-    def score(
-        self, plan: Plan, *, limit: int = 20, query_idf: Mapping[str, float] | None = None
-    ) -> dict[int, float]:
+    def score(self, plan: Plan, *, limit: int = 20) -> dict[int, float]:
         """``search`` for a planned query."""
         if not plan.credit:
             return {}
-        extra = query_idf or {}
-
-        def weigh(word: str) -> float:
-            found = self.passage_idf.get(word)
-            return found if found is not None else extra.get(word, self.max_idf)
-
-        q_info = sum(weigh(w) for w in plan.qwords) or 1.0
+        q_info = sum(self.weight(w) for w in plan.qwords) or 1.0
         # Matched name words weigh what they weigh in their name's information.
         gain = {w: self.weight(w) * c for w, c in plan.credit.items()}
         best: dict[int, float] = {}
@@ -282,10 +271,6 @@ class TitleCache:
         self._generation: object = None
         self._stamp: tuple[int, ...] = ()
         self._lock = threading.Lock()
-
-    def first_chunk(self, doc: int) -> int | None:
-        """The current generation's opening chunk of the note, once looked up."""
-        return self._index.first_chunk(doc)
 
     def get(self, conn: psycopg.Connection) -> TitleIndex:
         row = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()

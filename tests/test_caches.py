@@ -44,7 +44,9 @@ def _fresh_titles(conn: psycopg.Connection) -> TitleIndex:
 def _fresh_search(conn: psycopg.Connection, fresh: TitleIndex, query: str) -> dict[int, float]:
     """What a fresh build's title arm answers: query words no name holds weighed too."""
     words = sorted(t for t in query_terms(query) if t not in fresh.passage_idf)
-    return fresh.search(query, query_idf=term_idf(conn, words)[0] if words else {})
+    if words:
+        fresh.weigh(*term_idf(conn, words), words)
+    return fresh.search(query)
 
 
 def _weighed_names(titles: TitleIndex) -> list[tuple[int, list[str], float]]:
@@ -110,8 +112,8 @@ def test_a_body_edit_keeps_the_names_and_the_graph_but_not_the_weights_or_openin
         new_opening = kept.first_chunk(shakshuka)
         assert new_opening == _first_chunk(conn, shakshuka) and new_opening != opening
         kept.preload(conn)  # everything at once, as calibration asks
-        assert {w: kept.weight(w) for w in kept.postings} == fresh.passage_idf | {
-            w: fresh.max_idf for w in kept.postings if w not in fresh.passage_idf
+        assert {w: kept.weight(w) for w in kept.postings} == {
+            w: fresh.weight(w) for w in kept.postings
         }
         assert _weighed_names(kept) == _weighed_names(fresh)
         conn.commit()
