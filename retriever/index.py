@@ -47,11 +47,13 @@ from retriever.prepare import (
     PrepareJob,
     PrepareResult,
     Unchanged,
+    embedding_input,
     run_job,
     run_jobs,
 )
 from retriever.redact import REDACTOR_VERSION
 from retriever.scan import FileInfo, ScanReport, rescan_paths, scan_vault
+from retriever.windows import embedding_windows
 
 log = logging.getLogger(__name__)
 
@@ -727,13 +729,15 @@ def _embed_pending(
         conn.commit()
         if not rows:
             continue
-        hashes, vectors = _embed_rows(embedder, rows, refused, report, tier)
-        if hashes:  # what was embedded before any failure is kept
+        wholes = [(h, embedding_input(context, text)) for h, context, text in rows]
+        hashes, vectors = _embed_rows(embedder, wholes, refused, report, tier)
+        keys, vectors = _with_windows(embedder, rows, hashes, vectors, tier)
+        if keys:  # what was embedded before any failure is kept
             with conn.transaction():
                 conn.execute("SET LOCAL synchronous_commit = off")
-                store.store_embeddings(conn, model, hashes, vectors)
+                store.store_embeddings(conn, model, keys, vectors)
                 store.note_vectors_stored(conn)
-            tier.embedded += len(hashes)
+            tier.embedded += sum(1 for _, part in keys if part == 0)
         if tier.error:  # the embedder went away or broke: the rest stays pending
             break
         done += len(rows)
@@ -799,6 +803,84 @@ def _embed_rows(
             vecs.append(got_v)
     stacked = np.vstack(vecs) if vecs else np.zeros((0, embedder.dimension), dtype=np.float32)
     return keep, stacked
+
+
+def _with_windows(
+    embedder: Embedder,
+    rows: Sequence[tuple[bytes, str, str]],
+    hashes: list[bytes],
+    vectors: np.ndarray,
+    tier: TierReport,
+) -> tuple[list[tuple[bytes, int]], np.ndarray]:
+    """The whole vectors of ``hashes`` (part 0) and their windows' (parts 1..), keyed by
+    (hash, part). A passage whose windows could not be made (the embedder went away or
+    broke) is left out whole: it stays pending and the next run embeds it again, windows
+    included. A window the model reads nothing in is left out alone."""
+    import numpy as np
+
+    kept = set(hashes)
+    items = [
+        (h, part, text)
+        for h, context, body in rows
+        if h in kept
+        for part, text in enumerate(embedding_windows(context, body), start=1)
+    ]
+    window_keys, window_vectors = _window_vectors(embedder, items, tier) if items else ([], None)
+    failed: set[bytes] = set()
+    if tier.error:  # a passage missing any window is redone whole by the next run
+        need, got = Counter(h for h, _, _ in items), Counter(h for h, _ in window_keys)
+        failed = {h for h, n in need.items() if got[h] < n}
+    keys = [(h, 0) for h in hashes if h not in failed] + [
+        (h, part) for h, part in window_keys if h not in failed
+    ]
+    whole = [i for i, h in enumerate(hashes) if h not in failed]
+    parts = [i for i, (h, _) in enumerate(window_keys) if h not in failed]
+    stacked = [vectors[whole]]
+    if window_vectors is not None:
+        stacked.append(window_vectors[parts])
+    return keys, np.vstack(stacked) if keys else vectors[:0]
+
+
+def _window_vectors(
+    embedder: Embedder, items: Sequence[tuple[bytes, int, str]], tier: TierReport
+) -> tuple[list[tuple[bytes, int]], np.ndarray | None]:
+    """Vectors of ``items`` (hash, part, text): all in one call, or one window at a time
+    when some come back invalid (those are dropped). Sets ``tier.error`` when the embedder
+    is gone or keeps returning invalid vectors."""
+    import numpy as np
+
+    if tier.error:
+        return [], None
+    try:
+        return [(h, part) for h, part, _ in items], embedder.embed([t for _, _, t in items])
+    except InvalidVectorError as exc:
+        log.warning("invalid vectors among passage windows (%s); isolating them", exc)
+    except EmbedderError as exc:
+        tier.error = str(exc)
+        return [], None
+    keys: list[tuple[bytes, int]] = []
+    vecs: list[np.ndarray] = []
+    in_a_row = 0
+    for h, part, text in items:
+        try:
+            vecs.append(embedder.embed([text]))
+        except ZeroVectorError:  # says nothing about the model either way
+            continue
+        except InvalidVectorError:
+            in_a_row += 1
+            if in_a_row >= BROKEN_AFTER:
+                tier.error = (
+                    f"{embedder.model_id} returned invalid vectors for {in_a_row} passage "
+                    "windows in a row; the rest stay pending"
+                )
+                break
+            continue
+        except EmbedderError as exc:
+            tier.error = str(exc)
+            break
+        in_a_row = 0
+        keys.append((h, part))
+    return keys, np.vstack(vecs) if vecs else None
 
 
 def _ensure_vector_index(conn: psycopg.Connection, model: int, dim: int) -> None:

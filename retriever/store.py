@@ -15,7 +15,7 @@ from pgvector import HalfVector
 from psycopg.rows import args_row
 
 from retriever.chunk import Link
-from retriever.prepare import PreparedChunk, PreparedDoc, embedding_input
+from retriever.prepare import PreparedChunk, PreparedDoc
 
 # What telling a changed file from an unchanged one needs: (size, mtime_ns) per path.
 FileStamp = tuple[int, int]
@@ -413,42 +413,51 @@ def pending_hashes(
     return [bytes(r[0]) for r in rows]
 
 
-def passage_inputs(conn: psycopg.Connection, hashes: Sequence[bytes]) -> list[tuple[bytes, str]]:
-    """What the embedder sees for each hash: heading context + text (see embedding_input)."""
+def passage_inputs(
+    conn: psycopg.Connection, hashes: Sequence[bytes]
+) -> list[tuple[bytes, str, str]]:
+    """(hash, heading context, text) of each passage: what its vectors are made from
+    (``embedding_input`` for the whole passage, ``embedding_windows`` for its windows)."""
     rows = conn.execute(
         "SELECT hash, context, text FROM passages WHERE hash = ANY(%s)", (list(hashes),)
     ).fetchall()
-    return [(bytes(r[0]), embedding_input(r[1], r[2])) for r in rows]
+    return [(bytes(r[0]), r[1], r[2]) for r in rows]
 
 
 def count_pending(conn: psycopg.Connection, model: int | None) -> int:
     """Passages without a vector for ``model`` (None: every passage). Two counts, not an
-    anti-join (40 -> 16 ms on 87,000 passages): a vector is keyed by (model, hash) and
-    goes with its passage (ON DELETE CASCADE), so each passage has at most one per model
-    and every vector has its passage."""
+    anti-join (40 -> 16 ms on 87,000 passages): a passage's whole vector is keyed by
+    (model, hash, part 0) and goes with its passage (ON DELETE CASCADE), so each passage
+    has at most one per model and every vector has its passage."""
     if model is None:
         row = conn.execute("SELECT count(*) FROM passages").fetchone()
     else:
         row = conn.execute(
             "SELECT (SELECT count(*) FROM passages)"
-            " - (SELECT count(*) FROM embeddings WHERE model = %s)",
+            " - (SELECT count(*) FROM embeddings WHERE model = %s AND part = 0)",
             (model,),
         ).fetchone()
     return int(row[0]) if row else 0
 
 
 def store_embeddings(
-    conn: psycopg.Connection, model: int, hashes: Sequence[bytes], vectors: np.ndarray
+    conn: psycopg.Connection,
+    model: int,
+    keys: Sequence[tuple[bytes, int]],
+    vectors: np.ndarray,
 ) -> None:
-    """Store validated vectors (the caller validated them; we re-check the shape)."""
-    assert vectors.shape[0] == len(hashes)
+    """Store validated vectors keyed by (passage hash, part): part 0 is the whole passage,
+    1.. its windows (the caller validated them; we re-check the shape)."""
+    assert vectors.shape[0] == len(keys)
     with (
         conn.cursor() as cur,
-        cur.copy("COPY embeddings (model, hash, vec) FROM STDIN WITH (FORMAT BINARY)") as copy,
+        cur.copy(
+            "COPY embeddings (model, hash, part, vec) FROM STDIN WITH (FORMAT BINARY)"
+        ) as copy,
     ):
-        copy.set_types(["int4", "bytea", "halfvec"])
-        for h, v in zip(hashes, vectors, strict=True):
-            copy.write_row((model, h, HalfVector(v)))
+        copy.set_types(["int4", "bytea", "int2", "halfvec"])
+        for (h, part), v in zip(keys, vectors, strict=True):
+            copy.write_row((model, h, part, HalfVector(v)))
 
 
 VECTORS_KEY = "vectors_at"  # meta: when an embedding pass last stored vectors

@@ -15,6 +15,9 @@ from retriever.embed import Embedder
 # (three builds), 0.980 at 200; with pgvector's default 64 the graph, not the beam, was the
 # limit (0.973-0.982 at 300, 0.977 at 500).
 EF_SEARCH = 300
+# Nearest vectors fetched per passage wanted: a long passage's windows crowd around the
+# passages they belong to, so several vectors may stand for one passage.
+FETCH_PARTS = 2
 
 
 class QueryVectorCache:
@@ -62,7 +65,7 @@ def vector_search(
     # so nothing leaks to the next user of the pooled connection.
     conn.execute(
         "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
-        (str(max(EF_SEARCH, limit * 2)), "relaxed_order" if doc_filter else "off"),
+        (str(max(EF_SEARCH, FETCH_PARTS * limit * 2)), "relaxed_order" if doc_filter else "off"),
     )
     # The filter sits inside the nearest-neighbour scan (so the iterative HNSW scan, or the
     # exact scan, keeps going until enough filtered passages are found), and again outside
@@ -75,12 +78,14 @@ def vector_search(
     )
     rows = conn.execute(
         f"""
-        WITH nearest AS (
+        WITH nearest_parts AS (
             SELECT e.hash, (e.vec::halfvec({d})) <=> %(q)s::halfvec({d}) AS dist
             FROM embeddings e
             WHERE e.model = %(model)s {within}
             ORDER BY (e.vec::halfvec({d})) <=> %(q)s::halfvec({d})
             LIMIT %(fetch)s
+        ), nearest AS (  -- a passage scores as its best part (whole, or one window)
+            SELECT hash, min(dist) AS dist FROM nearest_parts GROUP BY hash
         )
         SELECT c.id, 1 - n.dist AS cos
         FROM nearest n JOIN chunks c ON c.passage_hash = n.hash
@@ -91,7 +96,7 @@ def vector_search(
         {
             "q": HalfVector(query.astype(np.float32)),
             "model": model,
-            "fetch": limit + 8,
+            "fetch": FETCH_PARTS * limit + 8,
             "limit": limit,
             **(filter_params or {}),
         },

@@ -259,7 +259,7 @@ def run_checks(stack: Stack, mcp: Mcp, vault: Path, port: int) -> list[Result]:
         query = (
             "SELECT count(DISTINCT e.model)::text || ' ' || (SELECT count(*) FROM passages)"
             " || ' ' || min(n)::text FROM (SELECT model, count(*) AS n FROM embeddings"
-            " GROUP BY model) e"
+            " WHERE part = 0 GROUP BY model) e"
         )
         state: list[str] = []
 

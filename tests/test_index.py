@@ -28,10 +28,12 @@ from retriever import store
 from retriever.app import Retriever
 from retriever.config import Settings
 from retriever.db import Database
+from retriever.embed import Embedder
 from retriever.index import PARALLEL_THRESHOLD
 from retriever.lexical import weighted_terms
 from retriever.prepare import embedding_input
 from retriever.scan import ALWAYS_EXCLUDED_DIRS
+from retriever.windows import embedding_windows
 from tests.conftest import retriever_exe
 from tests.faults.dump import (
     assert_same_index,
@@ -853,7 +855,7 @@ def test_every_passage_gets_a_vector(
     assert report.model == str(model_dir)
     assert report.passages_pending == 0
     assert report.passages_embedded == n_passages
-    assert scalar(db_url, "SELECT count(*) FROM embeddings") == n_passages
+    assert scalar(db_url, "SELECT count(*) FROM embeddings WHERE part = 0") == n_passages
     assert scalar(db_url, "SELECT count(*) FROM models") == 1
     dims = {r[0] for r in query(db_url, "SELECT vector_dims(vec) FROM embeddings")}
     assert dims == {scalar(db_url, "SELECT dim FROM models")}
@@ -865,7 +867,7 @@ def test_every_passage_gets_a_vector(
     rows = query(
         db_url,
         "SELECT p.context, p.text, e.vec::text FROM passages p"
-        " JOIN embeddings e ON e.hash = p.hash ORDER BY p.hash LIMIT 20",
+        " JOIN embeddings e ON e.hash = p.hash AND e.part = 0 ORDER BY p.hash LIMIT 20",
     )
     fresh = embedder.embed([embedding_input(r[0], r[1]) for r in rows])
     fresh /= np.linalg.norm(fresh, axis=1, keepdims=True)
@@ -874,11 +876,37 @@ def test_every_passage_gets_a_vector(
     cosines = stored @ fresh.T
     assert (np.diag(cosines) > 0.99).all()  # half precision storage
     assert (cosines.argmax(axis=1) == np.arange(len(rows))).all()
+    _assert_windows_stored(db_url, embedder)
     result = app.search("kombu stock for miso soup", mode="semantic", fresh=False)
     assert result.degraded_reason is None
     assert result.mode == "semantic"
     assert result.hits
     assert app.index().passages_embedded == 0
+
+
+def _assert_windows_stored(db_url: str, embedder: Embedder) -> None:
+    """A long passage also holds one vector per window (parts 1..), each the model's
+    embedding of that window; a short one holds only its whole vector."""
+    passages = query(db_url, "SELECT hash, context, text FROM passages ORDER BY hash")
+    parts = {
+        (bytes(r[0]), r[1]): json.loads(r[2])
+        for r in query(db_url, "SELECT hash, part, vec::text FROM embeddings WHERE part > 0")
+    }
+    expected = {
+        (bytes(h), part): text
+        for h, context, body in passages
+        for part, text in enumerate(embedding_windows(context, body), start=1)
+    }
+    assert expected, "the test vault has passages longer than a window"
+    assert any(not embedding_windows(c, t) for _, c, t in passages)
+    assert set(parts) == set(expected)
+    keys = sorted(expected)
+    fresh = embedder.embed([expected[k] for k in keys])
+    stored = np.asarray([parts[k] for k in keys], dtype=np.float32)
+    cos = (stored / np.linalg.norm(stored, axis=1, keepdims=True)) @ (
+        fresh / np.linalg.norm(fresh, axis=1, keepdims=True)
+    ).T
+    assert (np.diag(cos) > 0.99).all()
 
 
 def test_missing_model_indexes_lexically_then_catches_up(
@@ -908,7 +936,7 @@ def test_missing_model_indexes_lexically_then_catches_up(
     assert caught_up.passages_embedded == n_passages
     assert caught_up.passages_pending == 0
     assert caught_up.embed_error is None
-    assert scalar(db_url, "SELECT count(*) FROM embeddings") == n_passages
+    assert scalar(db_url, "SELECT count(*) FROM embeddings WHERE part = 0") == n_passages
 
 
 def test_model_change_adds_vectors_and_gc_prunes_old_ones(
@@ -930,7 +958,7 @@ def test_model_change_adds_vectors_and_gc_prunes_old_ones(
         query(
             db_url,
             "SELECT m.fingerprint, count(e.hash) FROM models m"
-            " LEFT JOIN embeddings e ON e.model = m.id GROUP BY m.fingerprint",
+            " LEFT JOIN embeddings e ON e.model = m.id AND e.part = 0 GROUP BY m.fingerprint",
         )
     )
     assert len(per_model) == 2
@@ -957,7 +985,7 @@ def test_model_change_adds_vectors_and_gc_prunes_old_ones(
 
     assert second.gc() == {"passages_removed": 0, "models_removed": 1, "calibrations_removed": 0}
     assert [r[0] for r in query(db_url, "SELECT fingerprint FROM models")] == [new_fp]
-    assert scalar(db_url, "SELECT count(*) FROM embeddings") == n_passages
+    assert scalar(db_url, "SELECT count(*) FROM embeddings WHERE part = 0") == n_passages
     assert second.gc() == {"passages_removed": 0, "models_removed": 0, "calibrations_removed": 0}
     # Switching back re-embeds everything for the first model.
     assert first.index().passages_embedded == n_passages

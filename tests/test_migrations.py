@@ -197,6 +197,34 @@ def test_0003_migrates_an_existing_index(empty_db_url: str) -> None:
     )
 
 
+def test_0005_drops_vectors_made_without_windows(empty_db_url: str) -> None:
+    """Vectors stored before windows existed go (with their HNSW index), so the next index
+    run embeds every passage again, windows included; passages stay. A downgrade keeps
+    the whole-passage vectors and drops the windows."""
+    upgrade(empty_db_url, "0004")
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO passages (hash, text, tokens) VALUES ('\\x01', 'a', 1)")
+        conn.execute("INSERT INTO models (id, fingerprint, model_id, dim) VALUES (1, 'f', 'm', 2)")
+        conn.execute("INSERT INTO embeddings (model, hash, vec) VALUES (1, '\\x01', '[1,0]')")
+        conn.execute(
+            "CREATE INDEX embeddings_hnsw_m1 ON embeddings USING hnsw"
+            " ((vec::halfvec(2)) halfvec_cosine_ops) WHERE model = 1"
+        )
+    upgrade(empty_db_url)
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM embeddings").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM passages").fetchone() == (1,)
+        assert conn.execute("SELECT to_regclass('embeddings_hnsw_m1')").fetchone() == (None,)
+        conn.execute(
+            "INSERT INTO embeddings (model, hash, part, vec) VALUES"
+            " (1, '\\x01', 0, '[1,0]'), (1, '\\x01', 1, '[0,1]'), (1, '\\x01', 2, '[1,1]')"
+        )
+    command.downgrade(alembic_config(empty_db_url), "0004")
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        rows = conn.execute("SELECT model, vec::text FROM embeddings").fetchall()
+        assert rows == [(1, "[1,0]")]
+
+
 def _intarray_schema(url: str) -> str | None:
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(

@@ -1,0 +1,154 @@
+"""Embedding windows: which windows a passage gets, how they are stored, how search uses them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+from retriever.embed import EmbedderUnavailable, validate_vectors
+from retriever.index import TierReport, _with_windows
+from retriever.vector import vector_search
+from retriever.windows import (
+    MAX_WINDOWS,
+    WINDOW_STRIDE,
+    WINDOW_WORDS,
+    embedding_windows,
+    window_starts,
+)
+
+
+@pytest.mark.parametrize("n", [0, 1, WINDOW_WORDS])
+def test_a_passage_that_fits_one_window_has_none(n: int) -> None:
+    assert window_starts(n) == []
+
+
+@pytest.mark.parametrize("n", [WINDOW_WORDS + 1, 100, 2 * WINDOW_WORDS, 301, 5000])
+def test_windows_cover_every_word_evenly(n: int) -> None:
+    starts = window_starts(n)
+    assert starts[0] == 0 and starts[-1] + WINDOW_WORDS == n  # no word left out
+    assert starts == sorted(set(starts))
+    gaps = {b - a for a, b in pairwise(starts)}
+    assert max(gaps) <= (WINDOW_STRIDE if len(starts) < MAX_WINDOWS else n // (MAX_WINDOWS - 2))
+    assert max(gaps) - min(gaps) <= 1  # spread evenly
+    assert len(starts) <= MAX_WINDOWS
+
+
+def test_windows_keep_the_heading_context_and_the_words_in_order() -> None:
+    words = [f"w{i}" for i in range(WINDOW_WORDS + 10)]
+    text = "\n".join(" ".join(words[i : i + 7]) for i in range(0, len(words), 7))
+    windows = embedding_windows("Title > Section", text)
+    assert len(windows) == 2
+    assert windows[0] == "Title > Section\n\n" + " ".join(words[:WINDOW_WORDS])
+    assert windows[1].endswith(" ".join(words[-WINDOW_WORDS:]))
+    assert embedding_windows("", " ".join(words[:WINDOW_WORDS])) == []
+
+
+class _Scripted:
+    """Vectors follow the text: a window starting "nan" is broken output, "blank" reads
+    nothing; ``gone_after`` calls the embedder is unreachable."""
+
+    model_id = "scripted"
+    dimension = 4
+    fingerprint = "scripted:4"
+
+    def __init__(self, gone_after: int | None = None) -> None:
+        self.calls, self.gone_after = 0, gone_after
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        if self.gone_after is not None and self.calls > self.gone_after:
+            raise EmbedderUnavailable("scripted embedder is down or unreachable")
+        out = np.ones((len(texts), 4), dtype=np.float32)
+        for i, text in enumerate(texts):
+            out[i, 0] = len(text)
+            if text.startswith("blank"):
+                out[i] = 0.0
+            elif text.startswith("nan"):
+                out[i] = np.nan
+        return validate_vectors(out, len(texts), 4)
+
+    def close(self) -> None:
+        pass
+
+
+def _rows(*bodies: str) -> list[tuple[bytes, str, str]]:
+    return [(bytes([i]), "", body) for i, body in enumerate(bodies)]
+
+
+def _run(embedder: _Scripted, rows: list[tuple[bytes, str, str]]) -> tuple[list, TierReport]:
+    tier = TierReport("primary", "scripted")
+    hashes = [h for h, _, _ in rows]
+    keys, vectors = _with_windows(embedder, rows, hashes, np.ones((len(rows), 4)), tier)
+    assert len(keys) == len(vectors)
+    return keys, tier
+
+
+LONG = " ".join(["word"] * (WINDOW_WORDS + 1))  # two windows
+
+
+def test_whole_vectors_and_windows_are_keyed_by_part() -> None:
+    keys, tier = _run(_Scripted(), _rows("short text", LONG))
+    assert tier.error is None
+    assert sorted(keys) == [(b"\x00", 0), (b"\x01", 0), (b"\x01", 1), (b"\x01", 2)]
+
+
+def test_a_window_the_model_reads_nothing_in_is_left_out_alone() -> None:
+    blank_start = "blank " + " ".join(["word"] * WINDOW_WORDS)  # first window "blank ..."
+    keys, tier = _run(_Scripted(), _rows(blank_start))
+    assert tier.error is None
+    assert sorted(keys) == [(b"\x00", 0), (b"\x00", 2)]
+
+
+def test_a_long_passage_whose_windows_fail_stays_pending_whole() -> None:
+    # The embedder goes away before the windows: the short passage is stored, the long one
+    # not at all (so the next run embeds it again, windows included).
+    keys, tier = _run(_Scripted(gone_after=0), _rows("short text", LONG))
+    assert tier.error is not None and "unreachable" in tier.error
+    assert keys == [(b"\x00", 0)]
+    # Invalid vectors window after window: the model is broken, the same holds.
+    broken = " ".join(["nan"] * (WINDOW_WORDS * 20))
+    keys, tier = _run(_Scripted(), _rows("short text", broken))
+    assert tier.error is not None and "in a row" in tier.error
+    assert keys == [(b"\x00", 0)]
+
+
+def test_search_scores_a_long_passage_by_its_best_window(
+    make_app, vault_copy: Path, db_url: str, model_dir: Path
+) -> None:
+    """A detail at the end of a long passage: the passage's semantic score is its best
+    window's cosine, higher than its whole vector's."""
+    filler = " ".join(["The pantry shelf holds flour, rice, lentils and dried beans."] * 30)
+    detail = "Kombu and katsuobushi simmer gently to make dashi stock for miso soup."
+    note = vault_copy / "Pantry notes.md"
+    note.write_text(f"# Pantry notes\n\n{filler} {detail}\n", encoding="utf-8")
+    app = make_app(vault_copy, model=model_dir)
+    app.index()
+    embedder, _ = app.embedder()
+    assert embedder is not None
+    query = "dashi stock kombu katsuobushi"
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute(
+            "SELECT p.context, p.text, c.id FROM chunks c JOIN passages p"
+            " ON p.hash = c.passage_hash JOIN documents d ON d.id = c.doc_id"
+            " WHERE d.path = 'Pantry notes.md'"
+        ).fetchone()
+    assert row is not None
+    context, text, chunk_id = row
+    windows = embedding_windows(context, text)
+    assert len(windows) >= 3
+    vectors = embedder.embed([f"{context}\n\n{text}", *windows])
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    q = embedder.embed([query])[0]
+    cosines = vectors @ (q / np.linalg.norm(q))
+    assert cosines[1:].max() > cosines[0] + 0.05  # the window sees the detail
+    with app.db.connection() as conn:
+        model, dim = conn.execute("SELECT id, dim FROM models").fetchone()
+        found = dict(vector_search(conn, model, dim, q, limit=50))
+    assert found[chunk_id] == pytest.approx(float(cosines[1:].max()), abs=0.01)
+    hits = app.search(query, mode="semantic", fresh=False, graph=False).hits
+    assert "Pantry notes.md" in [h.path for h in hits[:3]]  # with the vault's own dashi note
