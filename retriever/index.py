@@ -731,7 +731,7 @@ def _embed_pending(
             continue
         wholes = [(h, embedding_input(context, text)) for h, context, text in rows]
         hashes, vectors = _embed_rows(embedder, wholes, refused, report, tier)
-        keys, vectors = _with_windows(embedder, rows, hashes, vectors, tier)
+        keys, vectors = _with_windows(embedder, rows, hashes, vectors, refused, report, tier)
         if keys:  # what was embedded before any failure is kept
             with conn.transaction():
                 conn.execute("SET LOCAL synchronous_commit = off")
@@ -810,12 +810,16 @@ def _with_windows(
     rows: Sequence[tuple[bytes, str, str]],
     hashes: list[bytes],
     vectors: np.ndarray,
+    refused: list[bytes],
+    report: IndexReport,
     tier: TierReport,
 ) -> tuple[list[tuple[bytes, int]], np.ndarray]:
     """The whole vectors of ``hashes`` (part 0) and their windows' (parts 1..), keyed by
-    (hash, part). A passage whose windows could not be made (the embedder went away or
-    broke) is left out whole: it stays pending and the next run embeds it again, windows
-    included. A window the model reads nothing in is left out alone."""
+    (hash, part). A passage is stored with all its vectors or not at all, so the next run
+    embeds it again, windows included: one whose windows were cut short by the embedder
+    going away stays pending; one with an invalid window vector is refused like one whose
+    whole vector is. A window the model reads nothing in is left out alone (a fresh index
+    leaves it out too)."""
     import numpy as np
 
     kept = set(hashes)
@@ -825,52 +829,58 @@ def _with_windows(
         if h in kept
         for part, text in enumerate(embedding_windows(context, body), start=1)
     ]
-    window_keys, window_vectors = _window_vectors(embedder, items, tier) if items else ([], None)
-    failed: set[bytes] = set()
-    if tier.error:  # a passage missing any window is redone whole by the next run
+    window_keys, window_vectors, failed = _window_vectors(embedder, items, tier)
+    for h in sorted(failed):
+        refused.append(h)
+        report.warnings.append(f"refused the window vectors of passage {h.hex()[:12]}")
+    if tier.error:  # what the embedder did not get to is redone by the next run
         need, got = Counter(h for h, _, _ in items), Counter(h for h, _ in window_keys)
-        failed = {h for h, n in need.items() if got[h] < n}
-    keys = [(h, 0) for h in hashes if h not in failed] + [
-        (h, part) for h, part in window_keys if h not in failed
-    ]
+        failed |= {h for h, n in need.items() if got[h] < n}
+    keys = [(h, 0) for h in hashes if h not in failed]
+    keys += [(h, part) for h, part in window_keys if h not in failed]
     whole = [i for i, h in enumerate(hashes) if h not in failed]
     parts = [i for i, (h, _) in enumerate(window_keys) if h not in failed]
-    stacked = [vectors[whole]]
-    if window_vectors is not None:
-        stacked.append(window_vectors[parts])
+    stacked = (
+        [vectors[whole], window_vectors[parts]] if window_vectors is not None else [vectors[whole]]
+    )
     return keys, np.vstack(stacked) if keys else vectors[:0]
 
 
 def _window_vectors(
     embedder: Embedder, items: Sequence[tuple[bytes, int, str]], tier: TierReport
-) -> tuple[list[tuple[bytes, int]], np.ndarray | None]:
-    """Vectors of ``items`` (hash, part, text): all in one call, or one window at a time
-    when some come back invalid (those are dropped). Sets ``tier.error`` when the embedder
-    is gone or keeps returning invalid vectors."""
+) -> tuple[list[tuple[bytes, int]], np.ndarray | None, set[bytes]]:
+    """Vectors of ``items`` (hash, part, text), and the passages with an invalid one: all
+    in one call, or one window at a time when some come back invalid. Sets ``tier.error``
+    when the embedder is gone or keeps returning invalid vectors."""
     import numpy as np
 
-    if tier.error:
-        return [], None
+    if tier.error or not items:
+        return [], None, set()
     try:
-        return [(h, part) for h, part, _ in items], embedder.embed([t for _, _, t in items])
+        vectors = embedder.embed([t for _, _, t in items])
+        return [(h, part) for h, part, _ in items], vectors, set()
     except InvalidVectorError as exc:
         log.warning("invalid vectors among passage windows (%s); isolating them", exc)
     except EmbedderError as exc:
         tier.error = str(exc)
-        return [], None
+        return [], None, set()
     keys: list[tuple[bytes, int]] = []
     vecs: list[np.ndarray] = []
+    bad: set[bytes] = set()
     in_a_row = 0
     for h, part, text in items:
+        if h in bad:
+            continue
         try:
             vecs.append(embedder.embed([text]))
         except ZeroVectorError:  # says nothing about the model either way
             continue
         except InvalidVectorError:
+            bad.add(h)
             in_a_row += 1
             if in_a_row >= BROKEN_AFTER:
                 tier.error = (
-                    f"{embedder.model_id} returned invalid vectors for {in_a_row} passage "
+                    f"{embedder.model_id} returned invalid vectors for {in_a_row} passages' "
                     "windows in a row; the rest stay pending"
                 )
                 break
@@ -880,7 +890,7 @@ def _window_vectors(
             break
         in_a_row = 0
         keys.append((h, part))
-    return keys, np.vstack(vecs) if vecs else None
+    return keys, np.vstack(vecs) if vecs else None, bad
 
 
 def _ensure_vector_index(conn: psycopg.Connection, model: int, dim: int) -> None:

@@ -98,7 +98,7 @@ def vector_counts(app: Retriever) -> dict[str, int]:
     with app.db.connection() as conn:
         rows = conn.execute(
             "SELECT m.model_id, count(e.hash) FROM models m"
-            " LEFT JOIN embeddings e ON e.model = m.id GROUP BY m.model_id"
+            " LEFT JOIN embeddings e ON e.model = m.id AND e.part = 0 GROUP BY m.model_id"
         ).fetchall()
         conn.commit()
     return {r[0]: int(r[1]) for r in rows}

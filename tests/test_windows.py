@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from retriever.embed import EmbedderUnavailable, validate_vectors
-from retriever.index import TierReport, _with_windows
+from retriever.index import BROKEN_AFTER, IndexReport, TierReport, _with_windows
 from retriever.vector import vector_search
 from retriever.windows import (
     MAX_WINDOWS,
@@ -80,41 +80,56 @@ def _rows(*bodies: str) -> list[tuple[bytes, str, str]]:
     return [(bytes([i]), "", body) for i, body in enumerate(bodies)]
 
 
-def _run(embedder: _Scripted, rows: list[tuple[bytes, str, str]]) -> tuple[list, TierReport]:
+def _run(
+    embedder: _Scripted, rows: list[tuple[bytes, str, str]]
+) -> tuple[list[tuple[bytes, int]], list[bytes], TierReport]:
     tier = TierReport("primary", "scripted")
     hashes = [h for h, _, _ in rows]
-    keys, vectors = _with_windows(embedder, rows, hashes, np.ones((len(rows), 4)), tier)
+    refused: list[bytes] = []
+    keys, vectors = _with_windows(
+        embedder, rows, hashes, np.ones((len(rows), 4)), refused, IndexReport(vault="v"), tier
+    )
     assert len(keys) == len(vectors)
-    return keys, tier
+    return keys, refused, tier
 
 
 LONG = " ".join(["word"] * (WINDOW_WORDS + 1))  # two windows
 
 
 def test_whole_vectors_and_windows_are_keyed_by_part() -> None:
-    keys, tier = _run(_Scripted(), _rows("short text", LONG))
-    assert tier.error is None
+    keys, refused, tier = _run(_Scripted(), _rows("short text", LONG))
+    assert tier.error is None and refused == []
     assert sorted(keys) == [(b"\x00", 0), (b"\x01", 0), (b"\x01", 1), (b"\x01", 2)]
 
 
 def test_a_window_the_model_reads_nothing_in_is_left_out_alone() -> None:
     blank_start = "blank " + " ".join(["word"] * WINDOW_WORDS)  # first window "blank ..."
-    keys, tier = _run(_Scripted(), _rows(blank_start))
-    assert tier.error is None
+    keys, refused, tier = _run(_Scripted(), _rows(blank_start))
+    assert tier.error is None and refused == []
     assert sorted(keys) == [(b"\x00", 0), (b"\x00", 2)]
 
 
-def test_a_long_passage_whose_windows_fail_stays_pending_whole() -> None:
+def test_a_passage_is_stored_with_all_its_vectors_or_not_at_all() -> None:
     # The embedder goes away before the windows: the short passage is stored, the long one
-    # not at all (so the next run embeds it again, windows included).
-    keys, tier = _run(_Scripted(gone_after=0), _rows("short text", LONG))
+    # not at all (it stays pending: the next run embeds it again, windows included).
+    keys, refused, tier = _run(_Scripted(gone_after=0), _rows("short text", LONG))
     assert tier.error is not None and "unreachable" in tier.error
-    assert keys == [(b"\x00", 0)]
-    # Invalid vectors window after window: the model is broken, the same holds.
-    broken = " ".join(["nan"] * (WINDOW_WORDS * 20))
-    keys, tier = _run(_Scripted(), _rows("short text", broken))
+    assert keys == [(b"\x00", 0)] and refused == []
+    # An invalid window vector refuses its passage, as an invalid whole vector would.
+    nan_tail = " ".join(["word"] * WINDOW_WORDS) + " nan"  # the second window starts "word"
+    nan_start = "nan " + " ".join(["word"] * WINDOW_WORDS)
+    keys, refused, tier = _run(_Scripted(), _rows("short text", nan_start, LONG, nan_tail))
+    assert tier.error is None
+    assert refused == [b"\x01"]
+    assert sorted({h for h, _ in keys}) == [b"\x00", b"\x02", b"\x03"]
+
+
+def test_a_model_that_keeps_breaking_on_windows_is_given_up_on() -> None:
+    broken = [f"nan {i} " + " ".join(["word"] * WINDOW_WORDS) for i in range(BROKEN_AFTER + 2)]
+    keys, refused, tier = _run(_Scripted(), _rows("short text", *broken))
     assert tier.error is not None and "in a row" in tier.error
     assert keys == [(b"\x00", 0)]
+    assert len(refused) == BROKEN_AFTER  # the rest were not tried: they stay pending
 
 
 def test_search_scores_a_long_passage_by_its_best_window(

@@ -77,11 +77,11 @@ def dump_index(url: str) -> dict[str, Any]:
         (bytes(r[0]), r[1], r[2], r[3])
         for r in rows(url, "SELECT hash, text, context, tokens FROM passages")
     }
-    vectors = {
-        (r[0], bytes(r[1])): np.array([float(x) for x in r[2].strip("[]").split(",")])
+    vectors = {  # a passage's whole vector (part 0) and its windows' (1..)
+        (r[0], bytes(r[1]), r[2]): np.array([float(x) for x in r[3].strip("[]").split(",")])
         for r in rows(
             url,
-            "SELECT m.fingerprint, e.hash, e.vec::text FROM embeddings e"
+            "SELECT m.fingerprint, e.hash, e.part, e.vec::text FROM embeddings e"
             " JOIN models m ON m.id = e.model",
         )
     }

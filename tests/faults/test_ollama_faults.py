@@ -23,6 +23,7 @@ import pytest
 from retriever.app import Retriever
 from retriever.config import Settings
 from retriever.prepare import embedding_input
+from retriever.windows import embedding_windows
 from tests.conftest import TEST_VAULT
 from tests.faults.dump import dump_index, rows
 from tests.faults.harness import (
@@ -38,7 +39,7 @@ from tests.test_embed_ollama import MODEL, FakeOllama, _handler, _model_entry, f
 
 pytestmark = pytest.mark.faults
 
-HEALTHY_CALLS = 3  # the start-up probe and two batches of 8 passages go through
+HEALTHY_CALLS = 5  # the start-up probe and two batches of 8 passages (whole, then windows)
 MARKER = "kombu"  # NaN for any text that mentions it (cooking/Dashi.md does)
 FAULTS = ["down", "slow", "http 500", "NaN", "wrong dimension"]
 
@@ -126,14 +127,18 @@ def ollama_env(home: Path, url: str, fake: Ollama) -> dict[str, str]:
 
 
 def wrong_vectors(url: str) -> int:
-    """Stored vectors that are not exactly the model's vector for their passage's text."""
+    """Stored vectors that are not exactly the model's vector for their passage's text (part
+    0) or for that window of it (parts 1..)."""
     bad = 0
-    for text, context, vec in rows(
+    for text, context, part, vec in rows(
         url,
-        "SELECT p.text, p.context, e.vec::text FROM embeddings e JOIN passages p ON p.hash = e.hash",
+        "SELECT p.text, p.context, e.part, e.vec::text FROM embeddings e"
+        " JOIN passages p ON p.hash = e.hash",
     ):
         got = np.array([float(x) for x in vec.strip("[]").split(",")])
-        want = np.array(fake_vector(embedding_input(context, text)))
+        windows = embedding_windows(context, text)
+        source = embedding_input(context, text) if part == 0 else windows[part - 1]
+        want = np.array(fake_vector(source))
         bad += int(got.shape != want.shape or not np.allclose(got, want, atol=1e-6))
     return bad
 
