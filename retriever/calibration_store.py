@@ -16,7 +16,7 @@ from retriever.absence import AbsenceModel
 from retriever.ranking import Ranking
 
 LEXICAL_KEY = ""  # the row for searches without a semantic arm
-CALIBRATION_VERSION = 7  # bump when the procedure changes: stored results are redone
+CALIBRATION_VERSION = 8  # bump when the procedure changes: stored results are redone
 
 
 @dataclass(frozen=True, slots=True)

@@ -899,7 +899,9 @@ def _ensure_vector_index(conn: psycopg.Connection, model: int, dim: int) -> None
     if relation_exists(conn, name):  # a catalog lookup: no need to count the vectors
         conn.commit()
         return
-    row = conn.execute("SELECT count(*) FROM embeddings WHERE model = %s", (model,)).fetchone()
+    row = conn.execute(
+        "SELECT count(*) FROM embeddings WHERE model = %s AND part = 0", (model,)
+    ).fetchone()
     if not row or row[0] < HNSW_THRESHOLD:
         conn.commit()
         return
@@ -911,7 +913,7 @@ def _ensure_vector_index(conn: psycopg.Connection, model: int, dim: int) -> None
             f"CREATE INDEX IF NOT EXISTS {name} ON embeddings USING hnsw "
             f"((vec::halfvec({int(dim)})) halfvec_cosine_ops)"
             f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
-            f" WHERE model = {int(model)}"
+            f" WHERE model = {int(model)} AND part = 0"  # windows are rescored, not searched
         )
 
 

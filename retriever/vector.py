@@ -15,10 +15,13 @@ from retriever.embed import Embedder
 # (three builds), 0.980 at 200; with pgvector's default 64 the graph, not the beam, was the
 # limit (0.973-0.982 at 300, 0.977 at 500).
 EF_SEARCH = 300
-# Nearest vectors fetched per passage wanted: a long passage's windows crowd around the
-# query together, so several vectors may stand for one passage (Dendron, 50 questions, 50
-# passages wanted: 2 per passage gave 38-50 distinct, p10 49; 3 gave 48-50).
-FETCH_PARTS = 3
+# Passages whose windows are read, per passage wanted: the nearest whole-passage vectors
+# (through the HNSW index, which holds only those) are rescored by their best window and the
+# best ``limit`` kept. Rescoring twice as many as wanted gave the Dendron cases (offline
+# replay, fused at the calibrated weight) what searching every window gave (MiniLM 0.514
+# against 0.502, static 0.415 against 0.411), without an index three times the size
+# (win32-17k: 200 MiB and 97 s of build against 69 MiB and 33 s; hybrid p50 54 against 41 ms).
+RESCORED = 2
 
 
 class QueryVectorCache:
@@ -58,15 +61,18 @@ def vector_search(
     doc_filter: str = "",
     filter_params: dict[str, object] | None = None,
 ) -> list[tuple[int, float]]:
-    """(chunk id, cosine similarity) best first. Uses the model's HNSW index when present
-    (the ORDER BY expression matches the index expression), else an exact scan."""
+    """(chunk id, cosine similarity) best first: the passages nearest by their whole
+    vector, each scored by its best vector (whole or window). Uses the model's HNSW index
+    when present (the ORDER BY expression and predicate match the index's), else an exact
+    scan."""
     d = int(dim)
     # Transaction-local settings (one round trip): a wider beam for recall, and with filters
     # keep walking the graph until enough rows survive them. They end with the transaction,
     # so nothing leaks to the next user of the pooled connection.
+    fetch = RESCORED * limit + 8
     conn.execute(
         "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
-        (str(max(EF_SEARCH, FETCH_PARTS * limit * 2)), "relaxed_order" if doc_filter else "off"),
+        (str(max(EF_SEARCH, fetch * 2)), "relaxed_order" if doc_filter else "off"),
     )
     # The filter sits inside the nearest-neighbour scan (so the iterative HNSW scan, or the
     # exact scan, keeps going until enough filtered passages are found), and again outside
@@ -79,17 +85,21 @@ def vector_search(
     )
     rows = conn.execute(
         f"""
-        WITH nearest_parts AS (
+        WITH nearest AS (  -- whole passages (part 0): what the HNSW index holds
             SELECT e.hash, (e.vec::halfvec({d})) <=> %(q)s::halfvec({d}) AS dist
             FROM embeddings e
-            WHERE e.model = %(model)s {within}
+            WHERE e.model = %(model)s AND e.part = 0 {within}
             ORDER BY (e.vec::halfvec({d})) <=> %(q)s::halfvec({d})
             LIMIT %(fetch)s
-        ), nearest AS (  -- a passage scores as its best part (whole, or one window)
-            SELECT hash, min(dist) AS dist FROM nearest_parts GROUP BY hash
+        ), rescored AS (  -- each scores as its best vector: whole, or one of its windows
+            SELECT n.hash, least(n.dist, min((w.vec::halfvec({d})) <=> %(q)s::halfvec({d})))
+                AS dist
+            FROM nearest n
+            LEFT JOIN embeddings w ON w.model = %(model)s AND w.hash = n.hash AND w.part > 0
+            GROUP BY n.hash, n.dist
         )
         SELECT c.id, 1 - n.dist AS cos
-        FROM nearest n JOIN chunks c ON c.passage_hash = n.hash
+        FROM rescored n JOIN chunks c ON c.passage_hash = n.hash
         {"JOIN documents d ON d.id = c.doc_id WHERE " + doc_filter if doc_filter else ""}
         ORDER BY n.dist, c.id
         LIMIT %(limit)s
@@ -97,7 +107,7 @@ def vector_search(
         {
             "q": HalfVector(query.astype(np.float32)),
             "model": model,
-            "fetch": FETCH_PARTS * limit + 8,
+            "fetch": fetch,
             "limit": limit,
             **(filter_params or {}),
         },

@@ -1272,6 +1272,11 @@ def test_hnsw_index_is_built_once_past_the_threshold_and_search_agrees(
             f"m={index_module.HNSW_M}",
             f"ef_construction={index_module.HNSW_EF_CONSTRUCTION}",
         ]
+        # Whole-passage vectors only: windows are rescored, never searched through it.
+        indexdef = (
+            "SELECT indexdef FROM pg_indexes WHERE starts_with(indexname, 'embeddings_hnsw_m')"
+        )
+        assert "(part = 0)" in scalar(db_url, indexdef)
         caplog.clear()
         (vault_copy / "new.md").write_text("# New\n\nEdited again.\n", "utf-8")
         assert app.index().errors == []  # a later run finds the index there: no rebuild
