@@ -1,15 +1,18 @@
 """Embedding windows of a long passage (pure).
 
 A passage is embedded whole, and a passage longer than ``WINDOW_WORDS`` words also as
-overlapping windows of that many words, each with the passage's heading context. A search
-scores the passage by its best vector. One vector per long section blurs it: a static
-model averages every word, a transformer reads only the first 256 tokens, so a question
-about one detail in the middle of a long section finds it far down the list.
+overlapping windows of that many words, each with the passage's heading context. The
+semantic arm rescores the passages nearest by their whole vector with their best window
+(``retriever.vector``). One vector per long section blurs it: a static model averages every
+word, a transformer reads only the first 256 tokens, so a question about one detail in the
+middle of a long section ranked it low.
 
 Measured on the Dendron cases (50 questions; the semantic arm alone, nDCG@10): all-MiniLM
-through Ollama 0.408 -> 0.471, the static m2v-minilm-256 0.258 -> 0.317; 64-word windows
-every 32 words beat 64 every 64 (0.444 / 0.294) and 96 every 48 (static 0.269). On
-abstracts (CISI), which are rarely longer than a window's reach, nothing changes.
+through Ollama 0.406 -> 0.436, the static m2v-minilm-256 0.258 -> 0.302 (calibrated hybrid
+0.494 -> 0.507 and 0.403 -> 0.413). Offline, 64-word windows every 32 words beat 64 every
+64 (searching every window: MiniLM 0.471 against 0.444, static 0.317 against 0.294) and 96
+every 48 (static 0.269). On abstracts (Cranfield, CISI), which are rarely longer than a
+window's reach, little changes.
 
 The windows are part of how vectors are made: changing these constants needs a migration
 that drops the stored vectors (as 0005 did), so every passage is embedded again.
