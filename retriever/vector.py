@@ -17,10 +17,10 @@ from retriever.embed import Embedder
 EF_SEARCH = 300
 # Passages whose windows are read, per passage wanted: the nearest whole-passage vectors
 # (through the HNSW index, which holds only those) are rescored by their best window and the
-# best ``limit`` kept. Rescoring twice as many as wanted gave the Dendron cases (offline
-# replay, fused at the calibrated weight) what searching every window gave (MiniLM 0.514
-# against 0.502, static 0.415 against 0.411), without an index three times the size
-# (win32-17k: 200 MiB and 97 s of build against 69 MiB and 33 s; hybrid p50 54 against 41 ms).
+# best ``limit`` kept. On the Dendron cases, calibrated, end to end: MiniLM 0.507 against
+# 0.517 searching every window, static 0.413 both; searching every window needed an index
+# three times the size (win32-17k: 200 MiB and 97 s of build against 69 MiB and 33 s;
+# hybrid p50 54 against 41 ms). Offline, rescoring 4x instead of 2x gained nothing.
 RESCORED = 2
 
 

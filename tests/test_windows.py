@@ -10,7 +10,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from retriever.embed import EmbedderUnavailable, validate_vectors
+from retriever.embed import EmbedderUnavailable
 from retriever.index import BROKEN_AFTER, IndexReport, TierReport, _with_windows
 from retriever.vector import vector_search
 from retriever.windows import (
@@ -20,6 +20,7 @@ from retriever.windows import (
     embedding_windows,
     window_starts,
 )
+from tests.test_embed import _Scripted as ScriptedEmbedder
 
 
 @pytest.mark.parametrize("n", [0, 1, WINDOW_WORDS])
@@ -48,13 +49,9 @@ def test_windows_keep_the_heading_context_and_the_words_in_order() -> None:
     assert embedding_windows("", " ".join(words[:WINDOW_WORDS])) == []
 
 
-class _Scripted:
-    """Vectors follow the text: a window starting "nan" is broken output, "blank" reads
-    nothing; ``gone_after`` calls the embedder is unreachable."""
-
-    model_id = "scripted"
-    dimension = 4
-    fingerprint = "scripted:4"
+class _Scripted(ScriptedEmbedder):
+    """test_embed's scripted vectors ("nan ..." broken, "blank ..." reads nothing), and
+    after ``gone_after`` calls an unreachable embedder."""
 
     def __init__(self, gone_after: int | None = None) -> None:
         self.calls, self.gone_after = 0, gone_after
@@ -63,17 +60,7 @@ class _Scripted:
         self.calls += 1
         if self.gone_after is not None and self.calls > self.gone_after:
             raise EmbedderUnavailable("scripted embedder is down or unreachable")
-        out = np.ones((len(texts), 4), dtype=np.float32)
-        for i, text in enumerate(texts):
-            out[i, 0] = len(text)
-            if text.startswith("blank"):
-                out[i] = 0.0
-            elif text.startswith("nan"):
-                out[i] = np.nan
-        return validate_vectors(out, len(texts), 4)
-
-    def close(self) -> None:
-        pass
+        return super().embed(texts)
 
 
 def _rows(*bodies: str) -> list[tuple[bytes, str, str]]:
