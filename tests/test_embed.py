@@ -179,3 +179,61 @@ def test_a_model_that_is_not_float_mean_pooling_keeps_encode(model_dir: Path) ->
     model = StaticModel.from_pretrained(str(model_dir))
     model.embedding = (model.embedding * 100).astype(np.int8)
     assert pooler_for(model) is None
+
+
+def test_windows_pooled_from_a_passage_are_the_vectors_of_their_texts(model_dir: Path) -> None:
+    """One reading of a passage gives its whole vector (``encode``'s, bit for bit) and its
+    windows' (what ``encode`` gives each window's text), for every model layout."""
+    from retriever.windows import embedding_windows, window_spans
+
+    passages = [("Recipes > Soup", t) for t in _vault_texts()] + [("", _vault_texts()[0])]
+    compared = 0
+    for model in _models(model_dir):
+        pooler = pooler_for(model)
+        assert pooler is not None
+        pooled = pooler.encode_passages([window_spans(c, t) for c, t in passages])
+        wholes = pooler.encode([f"{c}\n\n{t}" if c else t for c, t in passages])
+        assert np.array_equal(np.stack([p[0] for p in pooled]), wholes)
+        windows = [w for c, t in passages for w in embedding_windows(c, t)]
+        assert len(windows) > 20  # the long texts have several
+        got = np.vstack([p[1:] for p in pooled])
+        expected = pooler.encode(windows)
+        assert got.shape == expected.shape
+        # encode cuts a text longer than the model reads at once; a pooled window is read
+        # whole (64 words are within any real model's reach, not the quantised test one's).
+        read = expected.any(axis=1) & _read_to_the_end(pooler, windows)
+        compared += int(read.sum())
+        assert not got[~expected.any(axis=1)].any()
+        cosine = np.sum(got[read] * expected[read], axis=1) / (
+            np.linalg.norm(got[read], axis=1) * np.linalg.norm(expected[read], axis=1)
+        )
+        assert cosine.min(initial=1.0) > 0.9999
+    assert compared > 40  # the plain and float16 models read every test window whole
+
+
+def _read_to_the_end(pooler: Any, texts: list[str]) -> np.ndarray:
+    """Which texts ``encode`` reads to their end: not cut by characters nor by tokens."""
+    tokens = pooler._full_reader().encode_batch(texts, add_special_tokens=False)
+    chars, most = pooler._max_chars, pooler._max_tokens
+    return np.array(
+        [
+            (chars is None or len(t) <= chars) and (most is None or len(e.ids) <= most)
+            for t, e in zip(texts, tokens, strict=True)
+        ]
+    )
+
+
+def test_a_model_whose_pooled_windows_differ_reads_windows_as_texts(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from retriever.embed import pooling
+
+    pooling_model = load_embedder(str(model_dir))
+    assert isinstance(pooling_model, Model2VecEmbedder)
+    assert pooling_model.pool_windows([("a b", 0, [])]) is not None
+    real = pooling._span_means
+    # As if the tokenizer read a window's words differently after the heading context.
+    monkeypatch.setattr(pooling, "_span_means", lambda v, s, head, spans: real(v, s, 0, spans))
+    embedder = load_embedder(str(model_dir))
+    assert isinstance(embedder, Model2VecEmbedder)
+    assert embedder.pool_windows([("a b", 0, [])]) is None
