@@ -53,7 +53,7 @@ from retriever.prepare import (
 )
 from retriever.redact import REDACTOR_VERSION
 from retriever.scan import FileInfo, ScanReport, rescan_paths, scan_vault
-from retriever.windows import embedding_windows, window_spans
+from retriever.windows import embedding_windows
 
 log = logging.getLogger(__name__)
 
@@ -709,8 +709,6 @@ def _embed_pending(
 ) -> int:
     """Embed passages that have no vector for this model (at most ``limit``); returns how
     many still lack one. Refused vectors and a failing embedder are noted in ``tier``."""
-    import numpy as np
-
     with conn.transaction():
         model = store.ensure_model(
             conn, embedder.fingerprint, embedder.model_id, embedder.dimension
@@ -731,12 +729,9 @@ def _embed_pending(
         conn.commit()
         if not rows:
             continue
-        keys, vectors, rest = _pooled_vectors(embedder, rows)
-        if rest:
-            wholes = [(h, embedding_input(context, text)) for h, context, text in rest]
-            hashes, read = _embed_rows(embedder, wholes, refused, report, tier)
-            more, read = _with_windows(embedder, rest, hashes, read, refused, report, tier)
-            keys, vectors = keys + more, np.vstack([vectors, read])
+        wholes = [(h, embedding_input(context, text)) for h, context, text in rows]
+        hashes, vectors = _embed_rows(embedder, wholes, refused, report, tier)
+        keys, vectors = _with_windows(embedder, rows, hashes, vectors, refused, report, tier)
         if keys:  # what was embedded before any failure is kept
             with conn.transaction():
                 conn.execute("SET LOCAL synchronous_commit = off")
@@ -752,49 +747,6 @@ def _embed_pending(
     if not halt.is_set():  # an interrupted run must end promptly, not start an index build
         _ensure_vector_index(conn, model, embedder.dimension)
     return total - tier.embedded
-
-
-def _pooled_vectors(
-    embedder: Embedder, rows: Sequence[tuple[bytes, str, str]]
-) -> tuple[list[tuple[bytes, int]], np.ndarray, list[tuple[bytes, str, str]]]:
-    """Vectors of the passages whose whole and window vectors the embedder pools from one
-    reading of their text (Model2Vec), keyed (hash, part), and the rows left for the usual
-    path, which reads windows as texts and isolates and reports invalid vectors: every row
-    for other embedders, and a passage with any vector that is not valid."""
-    import numpy as np
-
-    empty = np.zeros((0, embedder.dimension), dtype=np.float32)
-    pool = getattr(embedder, "pool_windows", None)
-    try:
-        pooled = pool([window_spans(c, t) for _, c, t in rows]) if pool else None
-    except Exception as exc:  # any surprise: the usual path reads the windows as texts
-        log.warning("could not pool window vectors (%s); reading windows as texts", exc)
-        pooled = None
-    if pooled is None:
-        return [], empty, list(rows)
-    keys: list[tuple[bytes, int]] = []
-    kept: list[np.ndarray] = []
-    rest = []
-    for row, vectors in zip(rows, pooled, strict=True):
-        parts = _storable_parts(vectors, embedder.dimension)
-        if parts is None:
-            rest.append(row)
-            continue
-        keys += [(row[0], int(part)) for part in parts]
-        kept.append(vectors[parts])
-    return keys, np.vstack(kept) if kept else empty, rest
-
-
-def _storable_parts(vectors: np.ndarray, dimension: int) -> np.ndarray | None:
-    """The parts of a pooled passage to store: all but windows the model read nothing in;
-    None when the passage must go the usual way (a whole vector that is zero, a vector
-    that is not finite or not the model's size), which refuses or isolates it."""
-    import numpy as np
-
-    if vectors.ndim != 2 or vectors.shape[1] != dimension or not np.isfinite(vectors).all():
-        return None
-    read = np.asarray(vectors.any(axis=1))
-    return np.flatnonzero(read) if read[0] else None
 
 
 def _embed_rows(

@@ -20,14 +20,11 @@ that drops the stored vectors (as 0005 did), so every passage is embedded again.
 
 from __future__ import annotations
 
-import re
-
 from retriever.prepare import embedding_input
 
 WINDOW_WORDS = 64
 WINDOW_STRIDE = 32  # half a window: a sentence cut by one window's edge is whole in the next
 MAX_WINDOWS = 16  # a huge table or code block gets windows spread over it, not hundreds
-_WORD = re.compile(r"\S+")  # str.split's words: both split at str.isspace()
 
 
 def window_starts(n_words: int) -> list[int]:
@@ -48,19 +45,3 @@ def embedding_windows(context: str, text: str) -> list[str]:
         embedding_input(context, " ".join(words[start : start + WINDOW_WORDS]))
         for start in window_starts(len(words))
     ]
-
-
-def window_spans(context: str, text: str) -> tuple[str, int, list[tuple[int, int]]]:
-    """The windows of ``embedding_windows`` located in the whole passage's embedding input:
-    that input, where its heading context ends (the context joins every window), and each
-    window's (start, end) characters. A model that splits text at whitespace pools a
-    window from the passage's own tokens (``retriever.embed.pooling``) instead of reading
-    the window's text again."""
-    whole = embedding_input(context, text)
-    offset = len(whole) - len(text)
-    words = [m.span() for m in _WORD.finditer(text)]
-    spans = [
-        (offset + words[start][0], offset + words[start + WINDOW_WORDS - 1][1])
-        for start in window_starts(len(words))
-    ]
-    return whole, offset, spans

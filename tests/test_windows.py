@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from retriever.embed import EmbedderUnavailable
-from retriever.index import BROKEN_AFTER, IndexReport, TierReport, _pooled_vectors, _with_windows
+from retriever.index import BROKEN_AFTER, IndexReport, TierReport, _with_windows
 from retriever.vector import vector_search
 from retriever.windows import (
     MAX_WINDOWS,
@@ -154,52 +154,3 @@ def test_search_scores_a_long_passage_by_its_best_window(
     assert found[chunk_id] == pytest.approx(float(cosines[1:].max()), abs=0.01)
     hits = app.search(query, mode="semantic", fresh=False, graph=False).hits
     assert "Pantry notes.md" in [h.path for h in hits[:3]]  # with the vault's own dashi note
-
-
-class _Pooling(_Scripted):
-    """A scripted embedder that also pools: each passage's vectors as scripted per text,
-    or whatever ``pooled`` says for a passage text."""
-
-    def __init__(self, pooled: dict[str, np.ndarray] | None = None, fail: bool = False):
-        super().__init__()
-        self.pooled, self.fail = pooled or {}, fail
-
-    def pool_windows(self, passages: Sequence[tuple[str, int, Sequence[tuple[int, int]]]]):
-        if self.fail:
-            raise RuntimeError("tokenizer without offsets")
-        out = []
-        for text, _, spans in passages:
-            windows = [text[a:b] for a, b in spans]
-            pooled = self.pooled.get(text)
-            out.append(self.embed([text, *windows]) if pooled is None else pooled)
-        return out
-
-
-def test_pooled_vectors_are_stored_only_when_every_one_is_valid() -> None:
-    good, nan_window, blank_whole, wrong_size = LONG, "nan " + LONG, "blank " + LONG, "x " + LONG
-    pooled = {
-        nan_window: np.array([[1, 1, 1, 1], [np.nan] * 4, [1, 1, 1, 1]], dtype=np.float32),
-        blank_whole: np.zeros((3, 4), dtype=np.float32),
-        wrong_size: np.ones((3, 5), dtype=np.float32),
-    }
-    rows = _rows(good, nan_window, blank_whole, wrong_size, "short")
-    keys, vectors, rest = _pooled_vectors(_Pooling(pooled), rows)
-    assert sorted(keys) == [(b"\x00", 0), (b"\x00", 1), (b"\x00", 2), (b"\x04", 0)]
-    assert vectors.shape == (4, 4)
-    # The others go the usual way, which isolates, refuses or reports them.
-    assert [h for h, _, _ in rest] == [b"\x01", b"\x02", b"\x03"]
-
-
-def test_a_window_pooled_from_nothing_is_left_out_alone() -> None:
-    text = " ".join(["word"] * WINDOW_WORDS) + " more"
-    vectors = np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 0, 0]], dtype=np.float32)
-    keys, stored, rest = _pooled_vectors(_Pooling({text: vectors}), _rows(text))
-    assert keys == [(b"\x00", 0), (b"\x00", 1)] and rest == []
-    assert np.array_equal(stored, vectors[:2])
-
-
-@pytest.mark.parametrize("embedder", [_Scripted(), _Pooling(fail=True)])
-def test_without_pooling_every_passage_goes_the_usual_way(embedder: _Scripted) -> None:
-    rows = _rows("short", LONG)
-    keys, vectors, rest = _pooled_vectors(embedder, rows)
-    assert keys == [] and len(vectors) == 0 and rest == rows

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from retriever.embed.base import EmbedderUnavailable, fingerprint_of, validate_vectors
-from retriever.embed.pooling import MeanPooler, PassageSpans, pooler_for
+from retriever.embed.pooling import pooler_for
 
 
 class Model2VecEmbedder:
@@ -44,7 +44,6 @@ class Model2VecEmbedder:
             ) from exc
         self.dimension: int = int(self._model.dim)
         self._pooler = pooler_for(self._model)
-        self._pools_windows = self._pooler is not None and _pools_like_encode(self._pooler)
         self._source = source
         weights = Path(source) / "model.safetensors"
         stamp = weights.stat().st_size if weights.exists() else ""
@@ -61,49 +60,8 @@ class Model2VecEmbedder:
             vectors = self._model.encode(list(texts), use_multiprocessing=False)
         return validate_vectors(vectors, len(texts), self.dimension)
 
-    def pool_windows(self, passages: Sequence[PassageSpans]) -> list[np.ndarray] | None:
-        """Each passage's whole vector then its windows', from one reading of its text
-        (``retriever.windows.window_spans``), not validated; None when this model's
-        windows must be read as texts (its tokenizer does not split at whitespace)."""
-        if not self._pools_windows or self._pooler is None:
-            return None
-        return self._pooler.encode_passages(passages)
-
     def close(self) -> None:
         pass  # the model is plain memory
-
-
-# Words a tokenizer might read differently inside a text and at the start of one.
-_PROBE = (
-    "Install_Guide > setUp the naïve café's HTTP/2 proxy: run `retriever index --json`, "
-    "see https://example.org/a-b?c=1 (v2.0.1) -- 42 ÉLÈVES, 検索 and x86_64; "
-    "don't re-run it twice... Über straße"
-).split()
-
-
-def _pools_like_encode(pooler: MeanPooler) -> bool:
-    """Whether windows pooled from a passage's tokens are the vectors of the windows' own
-    texts for this model: true of tokenizers that split at whitespace first (WordPiece,
-    word-level), checked rather than assumed."""
-    head = " ".join(_PROBE[:3])
-    text = f"{head}\n\n" + " ".join(_PROBE)
-    bounds, at = [], len(head) + 2
-    for word in _PROBE:
-        bounds.append((at, at + len(word)))
-        at += len(word) + 1
-    ranges = [(1, 9), (6, len(_PROBE)), (0, len(_PROBE))]
-    spans = [(bounds[a][0], bounds[b - 1][1]) for a, b in ranges]
-    try:
-        pooled = pooler.encode_passages([(text, len(head) + 2, spans)])[0]
-        texts = [text] + [f"{head}\n\n" + " ".join(_PROBE[a:b]) for a, b in ranges]
-        expected = pooler.encode(texts)
-    except Exception:  # a tokenizer without offsets, any surprise: read windows as texts
-        return False
-    norms = np.linalg.norm(pooled, axis=1) * np.linalg.norm(expected, axis=1)
-    cosine = np.sum(pooled * expected, axis=1) / np.maximum(norms, 1e-12)
-    read = expected.any(axis=1)  # a window of words the model does not know is zero in both
-    alike = np.all(cosine[read] > 0.9999) and not pooled[~read].any()
-    return bool(np.array_equal(pooled[0], expected[0]) and alike)
 
 
 HUB_UNREACHABLE = "the model hub is unreachable and {model!r} is not cached: {advice}"
