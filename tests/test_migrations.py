@@ -271,3 +271,23 @@ def test_0004_goes_on_without_intarray(empty_db_url: str) -> None:
         conn.execute("DROP FUNCTION intarray.idx(int[], int)")
     upgrade(empty_db_url)
     assert _intarray_schema(empty_db_url) == "intarray"
+
+
+def test_0006_indexes_whole_vectors_for_counting(empty_db_url: str) -> None:
+    """Counting a model's whole-passage vectors reads the partial index of part 0 alone
+    (not every window's entry in the primary key); a downgrade removes only it."""
+    upgrade(empty_db_url)
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        definition = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'embeddings_whole'"
+        ).fetchone()
+        assert definition is not None and "WHERE (part = 0)" in definition[0]
+        conn.execute("SET enable_seqscan = off")  # the plan a big table gets
+        plan = conn.execute(
+            "EXPLAIN SELECT count(*) FROM embeddings WHERE model = 1 AND part = 0"
+        ).fetchall()
+        assert "embeddings_whole" in str(plan)
+    command.downgrade(alembic_config(empty_db_url), "0005")
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        assert conn.execute("SELECT to_regclass('embeddings_whole')").fetchone() == (None,)
+        assert conn.execute("SELECT to_regclass('embeddings_pkey')").fetchone() != (None,)
