@@ -32,6 +32,7 @@ from retriever.index import (
     index_vault,
     scan_changes,
     touched_changes,
+    warm_link_resolver,
 )
 from retriever.lexical import BM25Params
 from retriever.query_input import (
@@ -96,6 +97,7 @@ class Retriever:
         self.long_lived = False  # the resident service or an MCP server: may watch the vault
         self._watch: VaultWatch | None = None
         self._watch_tried = False
+        self._links_warming: threading.Thread | None = None
 
     # -- resources -------------------------------------------------------------------
     @property
@@ -215,7 +217,25 @@ class Retriever:
                 report.calibration = self.calibrate(force=False)
             except (psycopg.Error, EmbedderError, DatabaseUnreachable) as exc:
                 report.warnings.append(f"calibration failed: {exc}")
+        if self.long_lived and not (report.errors or report.refused):
+            self._warm_links()
         return report
+
+    def _warm_links(self) -> None:
+        """Build the link resolver the next edit's run needs, in the background
+        (``index.warm_link_resolver``); one warm-up at a time."""
+        if self._links_warming is not None and self._links_warming.is_alive():
+            return
+        db = self.db
+
+        def warm() -> None:
+            try:
+                warm_link_resolver(db)
+            except Exception as exc:  # the edit's own run builds it then, as before
+                log.debug("link resolver warm-up: %s", exc)
+
+        self._links_warming = threading.Thread(target=warm, name="retriever-links", daemon=True)
+        self._links_warming.start()
 
     def _tier_jobs(self, *, block: bool) -> list[TierJob]:
         jobs = []

@@ -627,6 +627,15 @@ def _notes(conn: psycopg.Connection, database: str) -> _Notes:
     return notes
 
 
+def warm_link_resolver(db: Database) -> None:
+    """Build the link resolver an edit's run will ask for, unless the one held is current:
+    a long-lived process does it in the background after an index run, so its first edit
+    does not (on win32-17k 0.17 s of that edit's 0.33 s; later edits reuse it)."""
+    with db.spare() as conn:  # handed back rolled back
+        if conn is not None:
+            _notes(conn, db.url)
+
+
 def _resolve_links(
     conn: psycopg.Connection, report: IndexReport, only_paths: list[str] | None, database: str
 ) -> None:
