@@ -628,9 +628,13 @@ def _notes(conn: psycopg.Connection, database: str) -> _Notes:
 
 
 def warm_link_resolver(db: Database) -> None:
-    """Build the link resolver an edit's run will ask for, unless the one held is current:
-    a long-lived process does it in the background after an index run, so its first edit
-    does not (on win32-17k 0.17 s of that edit's 0.33 s; later edits reuse it)."""
+    """Build the link resolver an edit's run will ask for: a long-lived process does it in
+    the background after an index run, so its first edit does not (on win32-17k 0.17 s of
+    that edit's 0.33 s). Once one is held, nothing: each run checks it is current, and a
+    run that changes the notes builds the next itself (no spare connection taken beside
+    the searches that follow a freshness pass)."""
+    if db.url in _RESOLVERS:
+        return
     with db.spare() as conn:  # handed back rolled back
         if conn is not None:
             _notes(conn, db.url)
