@@ -448,17 +448,33 @@ def store_embeddings(
     vectors: np.ndarray,
 ) -> None:
     """Store validated vectors keyed by (passage hash, part): part 0 is the whole passage,
-    1.. its windows (the caller validated them; we re-check the shape)."""
+    1.. its windows (the caller validated them; we re-check the shape). Whole vectors go to
+    ``embeddings``; a passage's windows, in order, to one row of ``windows`` (migration
+    0007: int8 codes, ``windows.pack_windows``)."""
+    from retriever.windows import pack_windows
+
     assert vectors.shape[0] == len(keys)
+    grouped: dict[bytes, list[tuple[int, int]]] = {}
     with (
         conn.cursor() as cur,
-        cur.copy(
-            "COPY embeddings (model, hash, part, vec) FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy,
+        cur.copy("COPY embeddings (model, hash, vec) FROM STDIN WITH (FORMAT BINARY)") as copy,
     ):
-        copy.set_types(["int4", "bytea", "int2", "halfvec"])
-        for (h, part), v in zip(keys, vectors, strict=True):
-            copy.write_row((model, h, part, HalfVector(v)))
+        copy.set_types(["int4", "bytea", "halfvec"])
+        for i, (h, part) in enumerate(keys):
+            if part == 0:
+                copy.write_row((model, h, HalfVector(vectors[i])))
+            else:
+                grouped.setdefault(h, []).append((part, i))
+    if not grouped:
+        return
+    with (
+        conn.cursor() as cur,
+        cur.copy("COPY windows (model, hash, vecs) FROM STDIN WITH (FORMAT BINARY)") as copy,
+    ):
+        copy.set_types(["int4", "bytea", "bytea"])
+        for h, parts in grouped.items():
+            rows = [i for _, i in sorted(parts)]
+            copy.write_row((model, h, pack_windows(vectors[rows])))
 
 
 VECTORS_KEY = "vectors_at"  # meta: when an embedding pass last stored vectors

@@ -10,6 +10,7 @@ import psycopg
 from pgvector import HalfVector
 
 from retriever.embed import Embedder
+from retriever.windows import best_window_cosines
 
 # recall@30 vs exact on win32-17k with the index's ef_construction 128: 0.983-0.985 at 300
 # (three builds), 0.980 at 200; with pgvector's default 64 the graph, not the beam, was the
@@ -83,7 +84,7 @@ def vector_search(
         if doc_filter
         else ""
     )
-    rows = conn.execute(
+    nearest = conn.execute(
         f"""
         WITH nearest AS (  -- whole passages (part 0): what the HNSW index holds
             SELECT e.hash, (e.vec::halfvec({d})) <=> %(q)s::halfvec({d}) AS dist
@@ -91,25 +92,41 @@ def vector_search(
             WHERE e.model = %(model)s AND e.part = 0 {within}
             ORDER BY (e.vec::halfvec({d})) <=> %(q)s::halfvec({d})
             LIMIT %(fetch)s
-        ), rescored AS (  -- each scores as its best vector: whole, or one of its windows
-            SELECT n.hash, least(n.dist, min((w.vec::halfvec({d})) <=> %(q)s::halfvec({d})))
-                AS dist
-            FROM nearest n
-            LEFT JOIN embeddings w ON w.model = %(model)s AND w.hash = n.hash AND w.part > 0
-            GROUP BY n.hash, n.dist
         )
-        SELECT c.id, 1 - n.dist AS cos
-        FROM rescored n JOIN chunks c ON c.passage_hash = n.hash
-        {"JOIN documents d ON d.id = c.doc_id WHERE " + doc_filter if doc_filter else ""}
-        ORDER BY n.dist, c.id
-        LIMIT %(limit)s
+        SELECT n.hash, n.dist, w.vecs
+        FROM nearest n LEFT JOIN windows w ON w.model = %(model)s AND w.hash = n.hash
         """,
         {
             "q": HalfVector(query.astype(np.float32)),
             "model": model,
             "fetch": fetch,
-            "limit": limit,
             **(filter_params or {}),
         },
     ).fetchall()
-    return [(int(r[0]), float(r[1])) for r in rows]
+    if not nearest:
+        return []
+    dist = _rescored(nearest, query)
+    rows = conn.execute(
+        f"""
+        SELECT c.id, c.passage_hash FROM chunks c
+        {"JOIN documents d ON d.id = c.doc_id" if doc_filter else ""}
+        WHERE c.passage_hash = ANY(%(hashes)s) {"AND " + doc_filter if doc_filter else ""}
+        """,
+        {"hashes": list(dist), **(filter_params or {})},
+    ).fetchall()
+    ranked = sorted((dist[bytes(h)], int(cid)) for cid, h in rows)[:limit]
+    return [(cid, 1.0 - d) for d, cid in ranked]
+
+
+def _rescored(
+    nearest: list[tuple[bytes, float, bytes | None]], query: np.ndarray
+) -> dict[bytes, float]:
+    """Each passage's cosine distance by its best vector: whole, or one of its windows
+    (every window scored in one product)."""
+    dist = {bytes(h): float(whole) for h, whole, _ in nearest}
+    packed = [(bytes(h), bytes(blob)) for h, _, blob in nearest if blob is not None]
+    if packed:
+        best = best_window_cosines([blob for _, blob in packed], query)
+        for (h, _), cos in zip(packed, best, strict=True):
+            dist[h] = min(dist[h], 1.0 - float(cos))
+    return dist

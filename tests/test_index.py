@@ -33,7 +33,7 @@ from retriever.index import PARALLEL_THRESHOLD
 from retriever.lexical import weighted_terms
 from retriever.prepare import embedding_input
 from retriever.scan import ALWAYS_EXCLUDED_DIRS
-from retriever.windows import embedding_windows
+from retriever.windows import embedding_windows, unpack_windows
 from tests.conftest import retriever_exe
 from tests.faults.dump import (
     assert_same_index,
@@ -856,6 +856,7 @@ def test_every_passage_gets_a_vector(
     assert report.passages_pending == 0
     assert report.passages_embedded == n_passages
     assert scalar(db_url, "SELECT count(*) FROM embeddings WHERE part = 0") == n_passages
+    assert scalar(db_url, "SELECT count(*) FROM embeddings WHERE part > 0") == 0  # in windows
     assert scalar(db_url, "SELECT count(*) FROM models") == 1
     dims = {r[0] for r in query(db_url, "SELECT vector_dims(vec) FROM embeddings")}
     assert dims == {scalar(db_url, "SELECT dim FROM models")}
@@ -885,24 +886,26 @@ def test_every_passage_gets_a_vector(
 
 
 def _assert_windows_stored(db_url: str, embedder: Embedder) -> None:
-    """A long passage also holds one vector per window (parts 1..), each the model's
-    embedding of that window; a short one holds only its whole vector."""
+    """A long passage also holds its windows' vectors (one row of int8 codes, in order),
+    each in the direction of the model's embedding of that window; a short one holds only
+    its whole vector."""
     passages = query(db_url, "SELECT hash, context, text FROM passages ORDER BY hash")
-    parts = {
-        (bytes(r[0]), r[1]): json.loads(r[2])
-        for r in query(db_url, "SELECT hash, part, vec::text FROM embeddings WHERE part > 0")
+    packed = {
+        bytes(h): unpack_windows(bytes(blob), embedder.dimension)
+        for h, blob in query(db_url, "SELECT hash, vecs FROM windows")
     }
     expected = {
-        (bytes(h), part): text
+        bytes(h): embedding_windows(context, body)
         for h, context, body in passages
-        for part, text in enumerate(embedding_windows(context, body), start=1)
+        if embedding_windows(context, body)
     }
     assert expected, "the test vault has passages longer than a window"
     assert any(not embedding_windows(c, t) for _, c, t in passages)
-    assert set(parts) == set(expected)
+    assert set(packed) == set(expected)
+    assert all(len(packed[h]) == len(texts) for h, texts in expected.items())
     keys = sorted(expected)
-    fresh = embedder.embed([expected[k] for k in keys])
-    stored = np.asarray([parts[k] for k in keys], dtype=np.float32)
+    fresh = embedder.embed([t for h in keys for t in expected[h]])
+    stored = np.vstack([packed[h] for h in keys])
     cos = (stored / np.linalg.norm(stored, axis=1, keepdims=True)) @ (
         fresh / np.linalg.norm(fresh, axis=1, keepdims=True)
     ).T

@@ -9,12 +9,14 @@ import threading
 from pathlib import Path
 
 import psycopg
+import pytest
 from alembic import command
 
 from retriever.db import current_revision, upgrade
 from retriever.health import _extensions_check
 from retriever.lexical import _stats
 from retriever.migrate import alembic_config, head_revision
+from retriever.windows import unpack_windows
 from tests.conftest import retriever_exe
 
 TABLES = {
@@ -291,3 +293,35 @@ def test_0006_indexes_whole_vectors_for_counting(empty_db_url: str) -> None:
     with psycopg.connect(empty_db_url, autocommit=True) as conn:
         assert conn.execute("SELECT to_regclass('embeddings_whole')").fetchone() == (None,)
         assert conn.execute("SELECT to_regclass('embeddings_pkey')").fetchone() != (None,)
+
+
+def test_0007_packs_windows_without_embedding_again(empty_db_url: str) -> None:
+    """Stored windows move into one row of int8 codes per passage (each window's direction
+    kept, in order); whole vectors stay. A downgrade turns them back into rows."""
+    upgrade(empty_db_url, "0006")
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO passages (hash, text, tokens) VALUES ('\\x01', 'a', 1), ('\\x02', 'b', 1)"
+        )
+        conn.execute("INSERT INTO models (id, fingerprint, model_id, dim) VALUES (1, 'f', 'm', 3)")
+        conn.execute(
+            "INSERT INTO embeddings (model, hash, part, vec) VALUES"
+            " (1, '\\x01', 0, '[1,0,0]'), (1, '\\x01', 2, '[0,0.5,-0.25]'),"
+            " (1, '\\x01', 1, '[0,2,0]'), (1, '\\x02', 0, '[0,0,1]')"
+        )
+    upgrade(empty_db_url)
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        whole = conn.execute("SELECT hash, part, vec::text FROM embeddings ORDER BY hash")
+        assert whole.fetchall() == [(b"\x01", 0, "[1,0,0]"), (b"\x02", 0, "[0,0,1]")]
+        rows = conn.execute("SELECT model, hash, vecs FROM windows").fetchall()
+    assert [(m, bytes(h)) for m, h, _ in rows] == [(1, b"\x01")]
+    assert unpack_windows(bytes(rows[0][2]), 3).tolist() == [[0, 127, 0], [0, 127, -64]]
+    command.downgrade(alembic_config(empty_db_url), "0006")
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        assert conn.execute("SELECT to_regclass('windows')").fetchone() == (None,)
+        back = conn.execute(
+            "SELECT part, vec::text FROM embeddings WHERE hash = '\\x01' ORDER BY part"
+        ).fetchall()
+    assert [p for p, _ in back] == [0, 1, 2]
+    assert json.loads(back[1][1]) == pytest.approx([0, 1, 0])
+    assert json.loads(back[2][1]) == pytest.approx([0, 0.894, -0.447], abs=5e-3)

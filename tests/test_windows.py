@@ -17,7 +17,10 @@ from retriever.windows import (
     MAX_WINDOWS,
     WINDOW_STRIDE,
     WINDOW_WORDS,
+    best_window_cosines,
     embedding_windows,
+    pack_windows,
+    unpack_windows,
     window_starts,
 )
 from tests.test_embed import _Scripted as ScriptedEmbedder
@@ -154,3 +157,30 @@ def test_search_scores_a_long_passage_by_its_best_window(
     assert found[chunk_id] == pytest.approx(float(cosines[1:].max()), abs=0.01)
     hits = app.search(query, mode="semantic", fresh=False, graph=False).hits
     assert "Pantry notes.md" in [h.path for h in hits[:3]]  # with the vault's own dashi note
+
+
+def test_packed_windows_keep_each_window_s_direction() -> None:
+    """int8 codes keep what a cosine reads: each window's direction, in order."""
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(5, 256)).astype(np.float32) * rng.uniform(0.1, 9, (5, 1))
+    blob = pack_windows(vectors)
+    assert len(blob) == 5 * 256  # one byte per dimension
+    back = unpack_windows(blob, 256)
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    cos = (back / np.linalg.norm(back, axis=1, keepdims=True)) @ unit.T
+    assert np.allclose(np.diag(cos), 1.0, atol=2e-4)
+    assert (cos.argmax(axis=1) == np.arange(5)).all()
+
+
+def test_best_window_cosines_take_each_passage_s_best_window() -> None:
+    rng = np.random.default_rng(11)
+    query = rng.normal(size=64).astype(np.float32)
+    passages = [rng.normal(size=(n, 64)).astype(np.float32) for n in (1, 4, 2)]
+    passages[1][2] = query * 3  # a window pointing where the query does
+    got = best_window_cosines([pack_windows(p) for p in passages], query)
+    want = [
+        max(float(v @ query / (np.linalg.norm(v) * np.linalg.norm(query))) for v in p)
+        for p in passages
+    ]
+    assert np.allclose(got, want, atol=5e-3)
+    assert got[1] == pytest.approx(1.0, abs=1e-3)
