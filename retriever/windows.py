@@ -56,7 +56,9 @@ def pack_windows(vectors: np.ndarray) -> bytes:
     int8 codes, each row scaled so that its largest component is +-127. They only rescore
     passages by cosine, which divides every scale out, so none is kept: a quarter of
     float32's size (half of halfvec's), and one row per passage instead of one per window.
-    The rounding moves a cosine by about 1e-3 at 256 dimensions."""
+    The rounding moves a window's cosine by 3e-4 (all-MiniLM, 384 dimensions) to 7e-4
+    (m2v-minilm-256, whose few large components coarsen the scale) on average, at most
+    4e-3, measured on Dendron's windows and questions."""
     rows = np.asarray(vectors, dtype=np.float32)
     peak = np.abs(rows).max(axis=1, keepdims=True)
     return np.rint(rows / peak * 127.0).astype(np.int8).tobytes()

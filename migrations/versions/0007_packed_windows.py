@@ -86,6 +86,8 @@ def _copy_windows(cur: Any, packed: list[tuple[int, bytes, bytes]]) -> None:
 
 
 def _pack(vecs: list[np.ndarray]) -> bytes:
+    # retriever.windows.pack_windows as of this revision: a migration must not change
+    # with the code after it.
     rows = np.vstack(vecs)
     peak = np.abs(rows).max(axis=1, keepdims=True)
     return bytes(np.rint(rows / peak * 127.0).astype(np.int8).tobytes())
