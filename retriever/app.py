@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import threading
 import time
 from dataclasses import dataclass, field
@@ -76,6 +77,20 @@ class Status:
         return {k: getattr(self, k) for k in self.__slots__}
 
 
+UNGUARDED_SCRIPT = (
+    "retriever: an index worker is re-running the script that started it: put the script's "
+    'code under `if __name__ == "__main__":` (worker processes import the main module)'
+)
+
+
+def _refuse_in_a_bootstrapping_worker() -> None:
+    """An index run parses notes in worker processes, which import the caller's main
+    module first. A script without the ``__main__`` guard would build an app there and
+    start an index run that waits forever for the lock its parent holds; fail instead."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise RuntimeError(UNGUARDED_SCRIPT)
+
+
 class Retriever:
     """Owns the settings, the database pool and the embedding tiers."""
 
@@ -86,6 +101,7 @@ class Retriever:
         db: Database | None = None,
         tiers: Tiers | None = None,
     ) -> None:
+        _refuse_in_a_bootstrapping_worker()
         self.settings = settings or get_settings()
         self._db = db
         self.tiers = tiers or Tiers(self.settings)

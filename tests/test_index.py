@@ -14,6 +14,7 @@ import shutil
 import signal
 import string
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -1453,3 +1454,33 @@ def test_a_long_lived_app_builds_the_link_resolver_before_the_first_edit(
     report = app.index()
     assert report.files_changed == 1 and report.errors == []
     assert len(built) == built_by_the_edit
+
+
+UNGUARDED = """
+from retriever.app import Retriever
+from retriever.config import Settings
+
+report = Retriever(Settings(vault={vault!r}, home={home!r})).index()
+print("indexed", report.files_changed)
+"""
+
+
+def test_a_script_without_the_main_guard_fails_instead_of_waiting_forever(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Workers import the caller's main module before they parse notes. Without the
+    ``__main__`` guard each would start an index run of its own and wait for the lock
+    the parent holds, while the parent waits for them: the script must end, and say why."""
+    vault = make_big_vault(tmp_path / "big", PARALLEL_THRESHOLD)
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED.format(vault=str(vault), home=str(tmp_path / "home")), "utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        env=cli_env(db_url, tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode != 0
+    assert "indexed" not in done.stdout
+    assert 'if __name__ == "__main__":' in done.stderr
