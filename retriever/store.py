@@ -16,6 +16,7 @@ from psycopg.rows import args_row
 
 from retriever.chunk import Link
 from retriever.prepare import PreparedChunk, PreparedDoc
+from retriever.windows import pack_windows
 
 # What telling a changed file from an unchanged one needs: (size, mtime_ns) per path.
 FileStamp = tuple[int, int]
@@ -451,8 +452,6 @@ def store_embeddings(
     1.. its windows (the caller validated them; we re-check the shape). Whole vectors go to
     ``embeddings``; a passage's windows, in order, to one row of ``windows`` (migration
     0007: int8 codes, ``windows.pack_windows``)."""
-    from retriever.windows import pack_windows
-
     assert vectors.shape[0] == len(keys)
     grouped: dict[bytes, list[tuple[int, int]]] = {}
     with (
