@@ -17,7 +17,7 @@ from retriever.embed import (
     load_embedder,
     validate_vectors,
 )
-from retriever.embed.pooling import pooler_for
+from retriever.embed.pooling import WordIds, pooler_for
 from tests.conftest import TEST_VAULT
 
 
@@ -119,7 +119,12 @@ def _vault_texts() -> list[str]:
         body = path.read_text(encoding="utf-8", errors="replace")
         texts += [p for p in body.split("\n\n") if p.strip()]
         texts.append(body * 8)  # long: cut by characters and by tokens, as encode cuts it
-    return [*texts, "zzzqqq xxxyyy", "Élève café résumé"]
+    separated = [f"restic{c}backup{c}{c}retention" for c in _SEPARATORS]
+    return [*texts, *separated, "zzzqqq xxxyyy", "Élève café résumé"]
+
+
+# Every character Python's str.split() splits at (the word cache's separators).
+_SEPARATORS = [c for c in map(chr, range(0x3001)) if c.isspace()]
 
 
 def _models(model_dir: Path) -> list[Any]:
@@ -179,3 +184,59 @@ def test_a_model_that_is_not_float_mean_pooling_keeps_encode(model_dir: Path) ->
     model = StaticModel.from_pretrained(str(model_dir))
     model.embedding = (model.embedding * 100).astype(np.int8)
     assert pooler_for(model) is None
+
+
+def _tokenizer_ids(model: Any, texts: Sequence[str]) -> list[list[int]]:
+    return [list(map(int, ids)) for ids in model.tokenize(list(texts))]
+
+
+def _cached_ids(words: WordIds, texts: Sequence[str]) -> list[list[int]]:
+    flat, lengths = words.ids(texts)
+    ends = np.cumsum(lengths)
+    return [flat[end - n : end].tolist() for n, end in zip(lengths, ends, strict=True)]
+
+
+def test_word_cached_ids_are_the_tokenizer_s_own(model_dir: Path) -> None:
+    """Past the model's cut too, with unknown words (dropped after the cut, as Model2Vec
+    drops them) and with every separator; a cache that starts over changes nothing."""
+    texts = _vault_texts()
+    for model in _models(model_dir):
+        words = WordIds.for_model(model)
+        assert words is not None  # the test model's tokenizer splits at whitespace
+        assert _cached_ids(words, texts) == _tokenizer_ids(model, texts)
+        small = WordIds.for_model(model, limit=50)
+        assert small is not None
+        assert _cached_ids(small, texts[:30]) + _cached_ids(small, texts[30:]) == (
+            _tokenizer_ids(model, texts)
+        )
+
+
+def test_a_separator_the_tokenizer_deletes_sends_the_text_to_it_whole(model_dir: Path) -> None:
+    """BERT deletes U+001C where str.split() splits: a text holding it is not read word
+    by word."""
+    from model2vec import StaticModel
+    from tokenizers import normalizers
+
+    model = StaticModel.from_pretrained(str(model_dir))
+    model.tokenizer.normalizer = normalizers.Sequence(
+        [normalizers.Replace("\x1c", ""), model.tokenizer.normalizer]
+    )
+    texts = ["restic\x1cbackup retention", "restic backup"]
+    words = WordIds.for_model(model)
+    assert words is not None
+    assert _cached_ids(words, texts) == _tokenizer_ids(model, texts)
+    assert _tokenizer_ids(model, texts[:1]) != _tokenizer_ids(model, ["restic backup retention"])
+
+
+def test_a_tokenizer_whose_tokens_cross_whitespace_gets_no_word_cache(model_dir: Path) -> None:
+    from model2vec import StaticModel
+    from tokenizers import pre_tokenizers
+
+    model = StaticModel.from_pretrained(str(model_dir))
+    model.tokenizer.pre_tokenizer = pre_tokenizers.Split(",", "removed")  # "a b" is one word
+    assert WordIds.for_model(model) is None
+    pooler = pooler_for(model)
+    assert pooler is not None
+    texts = ["restic backup, retention", *_vault_texts()[:40]]
+    expected = model.encode(texts, use_multiprocessing=False).astype(np.float32)
+    assert np.array_equal(pooler.encode(texts), expected)

@@ -13,14 +13,27 @@ Truncation is Model2Vec's own: the text is cut at ``max_length x median_token_le
 characters and the tokenizer at ``max_length`` tokens. A model this cannot read the same
 way (no such attributes, an integer table) keeps ``encode``: :func:`pooler_for` says so by
 returning None.
+
+Tokenising is the other cost, and an index run tokenises the same words over and over: a
+long passage's windows repeat its words twice, and a vault repeats its vocabulary across
+notes. :class:`WordIds` tokenises each whitespace-separated word once and joins the
+cached ids, which gives the tokenizer's own ids only for a tokenizer that never lets a token
+cross whitespace (BERT's word pieces, Model2Vec's word-level vocabularies): it proves that
+on probe texts at load, or is not used, and texts holding a separator it reads otherwise
+(U+001C, which BERT deletes instead of splitting at) go to the tokenizer whole.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+# A batch this big is an index run's (a search embeds 1-4 queries): only then is the word
+# cache worth its probe (20 ms) and its memory.
+WORD_CACHE_FROM = 32
 
 
 class MeanPooler:
@@ -32,21 +45,21 @@ class MeanPooler:
         self._mapping = model.token_mapping
         self._weights = model.weights
         self._normalize = bool(model.normalize)
+        self._words: WordIds | None = None
+        self._words_tried = False
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if self._max_chars is not None:
             texts = [t[: self._max_chars] for t in texts]
-        ids = self._model.tokenize(list(texts))
-        out = np.zeros((len(ids), self._model.embedding.shape[1]), dtype=np.float32)
-        tokens = np.fromiter((t for x in ids for t in x), dtype=np.int64)
+        tokens, lengths = self._token_ids(texts)
+        out = np.zeros((len(lengths), self._model.embedding.shape[1]), dtype=np.float32)
         if not len(tokens):
             return self._as_encode_returns(out)
         rows = tokens if self._mapping is None else self._mapping[tokens]
         used, position = np.unique(rows, return_inverse=True)
         table = self._model.embedding[used].astype(np.float32)  # float16 -> float32: exact
         start = 0
-        for i, text_ids in enumerate(ids):
-            n = len(text_ids)
+        for i, n in enumerate(lengths):
             if n:
                 vectors = table[position[start : start + n]]
                 if self._weights is not None:
@@ -54,6 +67,16 @@ class MeanPooler:
                 out[i] = np.add.reduce(vectors, axis=0) / n
             start += n
         return self._as_encode_returns(out)
+
+    def _token_ids(self, texts: Sequence[str]) -> tuple[np.ndarray, list[int]]:
+        """Every text's token ids, end to end, and how many each text has."""
+        if len(texts) >= WORD_CACHE_FROM and not self._words_tried:
+            self._words, self._words_tried = WordIds.for_model(self._model), True
+        if self._words is not None and len(texts) >= WORD_CACHE_FROM:
+            return self._words.ids(texts)
+        ids = self._model.tokenize(list(texts))
+        flat = np.fromiter((t for x in ids for t in x), dtype=np.int64)
+        return flat, [len(x) for x in ids]
 
     def _as_encode_returns(self, means: np.ndarray) -> np.ndarray:
         """``encode``'s last steps: the means in the table's type, normalised in float32
@@ -78,3 +101,110 @@ def pooler_for(model: Any) -> MeanPooler | None:
     if not isinstance(median, int | float) or median <= 0:
         return None
     return MeanPooler(model, int(max_length * median))
+
+
+class WordIds:
+    """A tokenizer's ids for texts, each whitespace-separated word tokenised once (see the
+    module doc). Holds at most ``limit`` words' ids, then starts over."""
+
+    def __init__(self, model: Any, max_tokens: int | None, unsafe: str, limit: int) -> None:
+        self._model = model
+        self._max_bytes = None if max_tokens is None else 4 * max_tokens
+        self._unsafe = re.compile(f"[{re.escape(unsafe)}]") if unsafe else None
+        self._limit = limit
+        self._cache: dict[str, bytes] = {}
+
+    @classmethod
+    def for_model(cls, model: Any, limit: int = 200_000) -> WordIds | None:
+        """Word-cached tokenising for ``model``, or None when its tokenizer lets a token
+        cross whitespace or truncates in a way this cannot follow."""
+        cut = _right_truncation(getattr(model, "tokenizer", None))
+        if cut is False:
+            return None
+        max_tokens = cut if isinstance(cut, int) else None
+        probe = cls(model, max_tokens, "", limit)
+        w, v = _two_words(model.tokenizer)
+        unsafe = "".join(c for c in _SEPARATORS if not probe.agrees(f"{w}{c}{v}"))
+        probes = [p.format(w=w, v=v, W=w.upper()) for p in _PROBES]
+        if not all(probe.agrees(t) for t in probes):
+            return None
+        return cls(model, max_tokens, unsafe, limit)
+
+    def agrees(self, text: str) -> bool:
+        """Whether the tokenizer reads ``text`` as its words one by one."""
+        return self._raw([text])[0] == self._joined(text.split(), self._learn(set(text.split())))
+
+    def ids(self, texts: Sequence[str]) -> tuple[np.ndarray, list[int]]:
+        split = [None if self._unsafe and self._unsafe.search(t) else t.split() for t in texts]
+        cache = self._learn({w for words in split if words is not None for w in words})
+        exact = [t for t, words in zip(texts, split, strict=True) if words is None]
+        by_tokenizer = iter(self._raw(exact))
+        parts = [
+            self._joined(words, cache) if words is not None else next(by_tokenizer)
+            for words in split
+        ]
+        flat = np.frombuffer(b"".join(parts), dtype=np.int32).astype(np.int64)
+        lengths = np.fromiter((len(p) // 4 for p in parts), dtype=np.int64, count=len(parts))
+        unk = self._model.unk_token_id
+        if unk is None or not (flat == unk).any():
+            return flat, lengths.tolist()
+        # Model2Vec drops the unknown token after the tokenizer's cut, as here.
+        known = flat != unk
+        owner = np.repeat(np.arange(len(parts)), lengths)
+        return flat[known], np.bincount(owner[known], minlength=len(parts)).tolist()
+
+    def _raw(self, texts: Sequence[str]) -> list[bytes]:
+        """The tokenizer's own ids (the unknown token kept), cut as it cuts."""
+        if not texts:
+            return []
+        encodings = self._model.tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
+        return [np.asarray(e.ids, dtype=np.int32).tobytes() for e in encodings]
+
+    def _joined(self, words: Sequence[str], cache: dict[str, bytes]) -> bytes:
+        """The ids of ``words`` (all in ``cache``), cut as the tokenizer cuts."""
+        return b"".join([cache[w] for w in words])[: self._max_bytes]
+
+    def _learn(self, words: set[str]) -> dict[str, bytes]:
+        """A cache holding every word of ``words`` (a new one once the cache is full: a
+        thread still joining from the old one finds its words there)."""
+        cache = self._cache
+        new = [w for w in words if w not in cache]
+        if len(cache) + len(new) > self._limit:
+            cache, new = {}, list(words)
+        for word, ids in zip(new, self._raw(new), strict=True):
+            cache[word] = ids
+        self._cache = cache
+        return cache
+
+
+# Python's str.split() separators: a tokenizer that reads one of them as something else
+# (BERT deletes U+001C-U+001F) sees the text whole.
+_SEPARATORS = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680"
+    + "".join(map(chr, range(0x2000, 0x200B)))
+    + "\u2028\u2029\u202f\u205f\u3000"
+)
+_PROBES = (
+    "{w} {v}",
+    "{w}, {v}! {w}.{v}({w}) {v}'s {w}-{v} {W}{v} café naïve ÉTÉ 東京{w} x=1; y==2 // {v}?",
+    "  {w}\n\n## {v}\t{w}  |  {v} | ```{w}``` **{v}** [[{w}]] {w}/{v}.md #{v} 3.14 {w}_{v}",
+)
+
+
+def _two_words(tokenizer: Any) -> tuple[str, str]:
+    """Two plain words the tokenizer knows (so that the probes are not all unknown)."""
+    words = sorted(t for t in tokenizer.get_vocab() if t.isalpha() and t.isascii() and len(t) > 3)
+    return (words[0], words[-1]) if len(words) >= 2 else ("alpha", "beta")
+
+
+def _right_truncation(tokenizer: Any) -> int | bool | None:
+    """The tokenizer's cut (keeps the first N tokens): N; None for no cut; False for a cut
+    this cannot follow (from the left, or a tokenizer this does not know)."""
+    if tokenizer is None or not hasattr(tokenizer, "truncation"):
+        return False
+    cut = tokenizer.truncation
+    if cut is None:
+        return None
+    if cut.get("direction", "right") != "right" or cut.get("stride", 0):
+        return False
+    return int(cut["max_length"])
