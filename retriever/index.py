@@ -53,7 +53,7 @@ from retriever.prepare import (
 )
 from retriever.redact import REDACTOR_VERSION
 from retriever.scan import FileInfo, ScanReport, rescan_paths, scan_vault
-from retriever.windows import embedding_windows
+from retriever.windows import WINDOW_WORDS, embedding_windows, window_starts
 
 log = logging.getLogger(__name__)
 
@@ -836,13 +836,17 @@ def _with_windows(
     import numpy as np
 
     kept = set(hashes)
-    items = [
-        (h, part, text)
-        for h, context, body in rows
-        if h in kept
-        for part, text in enumerate(embedding_windows(context, body), start=1)
-    ]
-    window_keys, window_vectors, failed = _window_vectors(embedder, items, tier)
+    if callable(getattr(embedder, "embed_windows", None)):
+        window_keys, window_vectors, failed = _pooled_windows(embedder, rows, kept, tier)
+        items: list[tuple[bytes, int, str]] = []
+    else:
+        items = [
+            (h, part, text)
+            for h, context, body in rows
+            if h in kept
+            for part, text in enumerate(embedding_windows(context, body), start=1)
+        ]
+        window_keys, window_vectors, failed = _window_vectors(embedder, items, tier)
     for h in sorted(failed):
         refused.append(h)
         report.warnings.append(f"refused the window vectors of passage {h.hex()[:12]}")
@@ -857,6 +861,40 @@ def _with_windows(
         [vectors[whole], window_vectors[parts]] if window_vectors is not None else [vectors[whole]]
     )
     return keys, np.vstack(stacked) if keys else vectors[:0]
+
+
+def _pooled_windows(
+    embedder: Embedder, rows: Sequence[tuple[bytes, str, str]], kept: set[bytes], tier: TierReport
+) -> tuple[list[tuple[bytes, int]], np.ndarray | None, set[bytes]]:
+    """``_window_vectors`` for an embedder that pools a passage's windows itself
+    (Model2Vec: ``embed_windows``, several times cheaper than one text per window). A
+    window the model reads nothing in is left out; a non-finite one refuses its passage."""
+    import numpy as np
+
+    passages = []
+    for h, context, body in rows:
+        words = body.split()
+        starts = window_starts(len(words))
+        if h in kept and starts:
+            passages.append((h, (context, words, starts)))
+    if not passages:
+        return [], None, set()
+    try:
+        pooled = embedder.embed_windows([p for _, p in passages], WINDOW_WORDS)  # type: ignore[attr-defined]
+    except EmbedderError as exc:
+        tier.error = str(exc)
+        return [], None, set()
+    keys: list[tuple[bytes, int]] = []
+    vecs: list[np.ndarray] = []
+    bad: set[bytes] = set()
+    for (h, _), vectors in zip(passages, pooled, strict=True):
+        if not np.isfinite(vectors).all():
+            bad.add(h)
+            continue
+        readable = np.flatnonzero(vectors.any(axis=1))
+        keys += [(h, int(j) + 1) for j in readable]
+        vecs.append(vectors[readable])
+    return keys, (np.vstack(vecs) if vecs else None), bad
 
 
 def _window_vectors(

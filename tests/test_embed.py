@@ -18,6 +18,7 @@ from retriever.embed import (
     validate_vectors,
 )
 from retriever.embed.pooling import WordIds, pooler_for
+from retriever.windows import WINDOW_WORDS, embedding_windows, window_starts
 from tests.conftest import TEST_VAULT
 
 
@@ -240,3 +241,48 @@ def test_a_tokenizer_whose_tokens_cross_whitespace_gets_no_word_cache(model_dir:
     texts = ["restic backup, retention", *_vault_texts()[:40]]
     expected = model.encode(texts, use_multiprocessing=False).astype(np.float32)
     assert np.array_equal(pooler.encode(texts), expected)
+
+
+def _windowed_passages() -> list[tuple[str, str]]:
+    """(context, body) of long passages: windows cut by the model's characters and
+    tokens, and contexts with and without a separator the tokenizer may read otherwise."""
+    long = [t for t in _vault_texts() if len(t.split()) > WINDOW_WORDS][:12]
+    path = "restic/backup/retention/snapshots/weekly/monthly/yearly/prune/keep"
+    long.append(" ".join(f"{path}/{i}" for i in range(90)))  # windows past the token cut
+    # ... and past the character cut: long unknown words (one token each) among known ones
+    known = "restic backup retention sourdough starter bread flour garden tomato".split()
+    long.append(" ".join("q" * 120 if i % 2 else known[i % 9] for i in range(90)))
+    contexts = ["", "Restic > Backups", "Restic\x1cBackups > Retention"]
+    return [(contexts[i % len(contexts)], body) for i, body in enumerate(long)]
+
+
+def test_pooled_windows_are_their_texts_vectors(model_dir: Path) -> None:
+    """One product per passage gives each window the vector of its own text (to the
+    model's float16 rounding), for every model layout."""
+    rows = _windowed_passages()
+    passages = [(c, b.split(), window_starts(len(b.split()))) for c, b in rows]
+    texts = [t for c, b in rows for t in embedding_windows(c, b)]
+    for model in _models(model_dir):
+        pooler = pooler_for(model)
+        assert pooler is not None
+        got = np.vstack(pooler.encode_windows(passages, WINDOW_WORDS))
+        expected = model.encode(texts, use_multiprocessing=False).astype(np.float32)
+        assert got.shape == expected.shape
+        assert np.allclose(got, expected, atol=1e-3)
+        readable = expected.any(axis=1)
+        a, b = got[readable], expected[readable]
+        cosine = (a * b).sum(axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+        assert cosine.min() > 0.99999
+
+
+def test_windows_of_a_model_without_the_pooler_are_encoded_as_texts(model_dir: Path) -> None:
+    embedder = load_embedder(str(model_dir))
+    assert isinstance(embedder, Model2VecEmbedder)
+    embedder._pooler = None
+    rows = _windowed_passages()
+    passages = [(c, b.split(), window_starts(len(b.split()))) for c, b in rows]
+    got = embedder.embed_windows(passages, WINDOW_WORDS)
+    assert [len(g) for g in got] == [len(p[2]) for p in passages]
+    texts = [t for c, b in rows for t in embedding_windows(c, b)]
+    expected = embedder._model.encode(texts, use_multiprocessing=False)
+    assert np.array_equal(np.vstack(got), expected)

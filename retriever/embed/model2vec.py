@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from retriever.embed.base import EmbedderUnavailable, fingerprint_of, validate_vectors
-from retriever.embed.pooling import pooler_for
+from retriever.embed.pooling import Windowed, pooler_for, windows_as_texts
 
 
 class Model2VecEmbedder:
@@ -59,6 +59,18 @@ class Model2VecEmbedder:
         else:
             vectors = self._model.encode(list(texts), use_multiprocessing=False)
         return validate_vectors(vectors, len(texts), self.dimension)
+
+    def embed_windows(self, passages: Sequence[Windowed], width: int) -> list[np.ndarray]:
+        """Each passage's window vectors, ``(context, words, starts)`` as in
+        ``MeanPooler.encode_windows`` (its faster way when the model allows). Not validated:
+        the caller leaves out a zero window and refuses a passage with a non-finite one."""
+        if self._pooler is not None:
+            return self._pooler.encode_windows(passages, width)
+
+        def encode(texts: Sequence[str]) -> np.ndarray:
+            return np.asarray(self._model.encode(list(texts), use_multiprocessing=False))
+
+        return windows_as_texts(encode, passages, width)
 
     def close(self) -> None:
         pass  # the model is plain memory

@@ -26,10 +26,29 @@ on probe texts at load, or is not used, and texts holding a separator it reads o
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
+Windowed = tuple[str, Sequence[str], Sequence[int]]  # (context, words, window starts)
+
+
+def window_text(context: str, words: Sequence[str]) -> str:
+    """A window's text, as ``retriever.prepare.embedding_input`` writes it."""
+    body = " ".join(words)
+    return f"{context}\n\n{body}" if context else body
+
+
+def windows_as_texts(
+    encode: Callable[[Sequence[str]], np.ndarray], passages: Sequence[Windowed], width: int
+) -> list[np.ndarray]:
+    """Each passage's window vectors, every window encoded as its text."""
+    texts = [window_text(c, w[s : s + width]) for c, w, starts in passages for s in starts]
+    vectors = np.asarray(encode(texts), dtype=np.float32).reshape(len(texts), -1)
+    ends = np.cumsum([len(starts) for _, _, starts in passages], dtype=np.int64)
+    return [vectors[end - len(p[2]) : end] for p, end in zip(passages, ends, strict=True)]
+
 
 # A batch this big is an index run's (a search embeds 1-4 queries): only then is the word
 # cache worth its probe (20 ms) and its memory.
@@ -70,13 +89,46 @@ class MeanPooler:
 
     def _token_ids(self, texts: Sequence[str]) -> tuple[np.ndarray, list[int]]:
         """Every text's token ids, end to end, and how many each text has."""
-        if len(texts) >= WORD_CACHE_FROM and not self._words_tried:
-            self._words, self._words_tried = WordIds.for_model(self._model), True
-        if self._words is not None and len(texts) >= WORD_CACHE_FROM:
-            return self._words.ids(texts)
+        words = self._word_ids() if len(texts) >= WORD_CACHE_FROM else None
+        if words is not None:
+            return words.ids(texts)
         ids = self._model.tokenize(list(texts))
         flat = np.fromiter((t for x in ids for t in x), dtype=np.int64)
         return flat, [len(x) for x in ids]
+
+    def encode_windows(self, passages: Sequence[Windowed], width: int) -> list[np.ndarray]:
+        """Each passage's window vectors: for ``(context, words, starts)``, window j is
+        ``context`` then ``words[starts[j] : starts[j] + width]``, as ``encode`` gives them
+        for the window's text, to float rounding: each window's sum is a difference of its
+        passage's running sum, so a passage's rows are gathered once, not once per window
+        (they overlap twice). A window cut by characters is encoded as text."""
+        words = self._word_ids()
+        if words is None:
+            return windows_as_texts(self.encode, passages, width)
+        means, cut = words.window_means(passages, width, self._rows, self._max_chars)
+        out = [self._as_encode_returns(m) for m in means]
+        if cut:
+            encoded = self.encode([text for _, _, text in cut])
+            for (p, j, _), vector in zip(cut, encoded, strict=True):
+                out[p][j] = vector
+        return out
+
+    def _word_ids(self) -> WordIds | None:
+        if not self._words_tried:
+            self._words, self._words_tried = WordIds.for_model(self._model), True
+        return self._words
+
+    def _rows(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The (weighted) table rows of token ``ids`` in float64, an unknown token's zero, and
+        which are known: what a text's sum and count are made of."""
+        rows = ids if self._mapping is None else self._mapping[ids]
+        vectors = self._model.embedding[rows].astype(np.float64)
+        if self._weights is not None:
+            vectors *= self._weights[ids, None]
+        unk = self._model.unk_token_id
+        known = ids != unk if unk is not None else np.ones(len(ids), dtype=bool)
+        vectors[~known] = 0.0
+        return vectors, known
 
     def _as_encode_returns(self, means: np.ndarray) -> np.ndarray:
         """``encode``'s last steps: the means in the table's type, normalised in float32
@@ -113,6 +165,7 @@ class WordIds:
         self._unsafe = re.compile(f"[{re.escape(unsafe)}]") if unsafe else None
         self._limit = limit
         self._cache: dict[str, bytes] = {}
+        self._dim = int(model.embedding.shape[1])
 
     @classmethod
     def for_model(cls, model: Any, limit: int = 200_000) -> WordIds | None:
@@ -152,6 +205,64 @@ class WordIds:
         known = flat != unk
         owner = np.repeat(np.arange(len(parts)), lengths)
         return flat[known], np.bincount(owner[known], minlength=len(parts)).tolist()
+
+    def window_means(
+        self,
+        passages: Sequence[Windowed],
+        width: int,
+        rows_of: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+        max_chars: int | None,
+    ) -> tuple[list[np.ndarray], list[tuple[int, int, str]]]:
+        """Float32 window means of each passage (``MeanPooler.encode_windows``), and the
+        windows (passage, window, text) a character cut reaches, left for ``encode``."""
+        means: list[np.ndarray] = []
+        cut: list[tuple[int, int, str]] = []
+        for p, (context, words, starts) in enumerate(passages):
+            if self._unsafe and self._unsafe.search(context):
+                means.append(np.zeros((len(starts), self._dim), dtype=np.float32))
+                cut += [
+                    (p, j, window_text(context, words[s : s + width])) for j, s in enumerate(starts)
+                ]
+                continue
+            cache = self._learn({*context.split(), *words})
+            means.append(self._passage_means(cache, context, words, starts, width, rows_of))
+            sizes = np.cumsum([0, *(len(w) + 1 for w in words)])
+            base = len(context) + 2 if context else 0
+            for j, s in enumerate(starts):
+                end = min(s + width, len(words))
+                if max_chars is not None and base + sizes[end] - sizes[s] - 1 > max_chars:
+                    cut.append((p, j, window_text(context, words[s:end])))
+        return means, cut
+
+    def _passage_means(
+        self,
+        cache: dict[str, bytes],
+        context: str,
+        words: Sequence[str],
+        starts: Sequence[int],
+        width: int,
+        rows_of: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    ) -> np.ndarray:
+        lead = np.frombuffer(self._joined(context.split(), cache), dtype=np.int32)
+        pieces = [cache[w] for w in words]
+        offsets = np.cumsum([0, *(len(b) // 4 for b in pieces)])
+        body = np.frombuffer(b"".join(pieces), dtype=np.int32)
+        lead_rows, lead_known = rows_of(lead.astype(np.int64))
+        body_rows, body_known = rows_of(body.astype(np.int64))
+        ends = [min(s + width, len(words)) for s in starts]
+        a_of = offsets[list(starts)]
+        b_of = offsets[ends]
+        if self._max_bytes is not None:  # the tokenizer's cut, past the context's tokens
+            b_of = np.minimum(b_of, a_of + self._max_bytes // 4 - len(lead))
+        # One product sums every window: row j of ``inside`` marks window j's known tokens.
+        tokens = np.arange(len(body))
+        inside = (tokens >= a_of[:, None]) & (tokens < b_of[:, None]) & body_known
+        sums = inside.astype(np.float64) @ body_rows + lead_rows.sum(axis=0)
+        counts = inside.sum(axis=1) + int(lead_known.sum())
+        out = np.zeros((len(starts), body_rows.shape[1]), dtype=np.float32)
+        some = counts > 0
+        out[some] = sums[some] / counts[some, None]
+        return out
 
     def _raw(self, texts: Sequence[str]) -> list[bytes]:
         """The tokenizer's own ids (the unknown token kept), cut as it cuts."""
