@@ -32,6 +32,36 @@ from typing import Any
 import numpy as np
 
 Windowed = tuple[str, Sequence[str], Sequence[int]]  # (context, words, window starts)
+# A passage's context ids, body ids, and each window's bounds in the body's ids (the
+# tokenizer's cut applied; unknown tokens still counted, as the tokenizer counts them).
+Span = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _known(ids: np.ndarray, unk: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """The ids other than the unknown token, and where they stand among ``ids``."""
+    if unk is None:
+        return ids, np.arange(len(ids))
+    at = np.flatnonzero(ids != unk)
+    return ids[at], at
+
+
+def _sliced_means(
+    rows: np.ndarray, n_lead: int, body_at: np.ndarray, a_of: np.ndarray, b_of: np.ndarray
+) -> np.ndarray:
+    """Window means from a passage's known rows (the context's first, then the body's,
+    found at ``body_at`` among all its ids): each window sums its slice of the rows
+    gathered once (a matrix product would be one call, but BLAS threads spin against the
+    index's other processes on a small machine)."""
+    lead_sum = np.add.reduce(rows[:n_lead], axis=0)
+    body = rows[n_lead:]
+    first = np.searchsorted(body_at, a_of)
+    last = np.searchsorted(body_at, b_of)
+    out = np.zeros((len(a_of), rows.shape[1]), dtype=np.float32)
+    for j, (a, b) in enumerate(zip(first.tolist(), last.tolist(), strict=True)):
+        n = n_lead + b - a
+        if n:
+            out[j] = (lead_sum + np.add.reduce(body[a:b], axis=0)) / n
+    return out
 
 
 def window_text(context: str, words: Sequence[str]) -> str:
@@ -99,14 +129,15 @@ class MeanPooler:
     def encode_windows(self, passages: Sequence[Windowed], width: int) -> list[np.ndarray]:
         """Each passage's window vectors: for ``(context, words, starts)``, window j is
         ``context`` then ``words[starts[j] : starts[j] + width]``, as ``encode`` gives them
-        for the window's text, to float rounding: each window's sum is a difference of its
-        passage's running sum, so a passage's rows are gathered once, not once per window
-        (they overlap twice). A window cut by characters is encoded as text."""
+        for the window's text, to float rounding: a passage's rows are gathered once, not
+        once per window (they overlap twice), from words tokenised once. A window cut by
+        characters is encoded as text."""
         words = self._word_ids()
         if words is None:
             return windows_as_texts(self.encode, passages, width)
-        means, cut = words.window_means(passages, width, self._rows, self._max_chars)
-        out = [self._as_encode_returns(m) for m in means]
+        spans, cut = words.window_spans(passages, width, self._max_chars)
+        counts = [len(starts) for _, _, starts in passages]
+        out = [self._as_encode_returns(m) for m in self._window_means(spans, counts)]
         if cut:
             encoded = self.encode([text for _, _, text in cut])
             for (p, j, _), vector in zip(cut, encoded, strict=True):
@@ -118,17 +149,36 @@ class MeanPooler:
             self._words, self._words_tried = WordIds.for_model(self._model), True
         return self._words
 
-    def _rows(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The (weighted) table rows of token ``ids`` in float64, an unknown token's zero, and
-        which are known: what a text's sum and count are made of."""
-        rows = ids if self._mapping is None else self._mapping[ids]
-        vectors = self._model.embedding[rows].astype(np.float64)
-        if self._weights is not None:
-            vectors *= self._weights[ids, None]
+    def _window_means(
+        self, spans: Sequence[Span | None], counts: Sequence[int]
+    ) -> list[np.ndarray]:
+        """Float32 window means of each passage's ``spans`` (none: zeros, one per window of
+        ``counts``), the table's rows this batch uses converted to float32 once, as
+        ``encode`` does."""
         unk = self._model.unk_token_id
-        known = ids != unk if unk is not None else np.ones(len(ids), dtype=bool)
-        vectors[~known] = 0.0
-        return vectors, known
+        known = [
+            None if span is None else (_known(span[0], unk), _known(span[1], unk)) for span in spans
+        ]
+        tokens = np.concatenate(
+            [k[i][0] for k in known if k is not None for i in (0, 1)] or [np.zeros(0, np.int64)]
+        )
+        rows = tokens if self._mapping is None else self._mapping[tokens]
+        used, position = np.unique(rows, return_inverse=True)
+        table = self._model.embedding[used].astype(np.float32)
+        out: list[np.ndarray] = []
+        start = 0
+        for span, ids, count in zip(spans, known, counts, strict=True):
+            if span is None or ids is None:
+                out.append(np.zeros((count, table.shape[1]), dtype=np.float32))
+                continue
+            (lead, _), (body, body_at) = ids
+            size = len(lead) + len(body)
+            vectors = table[position[start : start + size]]
+            if self._weights is not None:
+                vectors = vectors * self._weights[tokens[start : start + size], None]
+            start += size
+            out.append(_sliced_means(vectors, len(lead), body_at, span[2], span[3]))
+        return out
 
     def _as_encode_returns(self, means: np.ndarray) -> np.ndarray:
         """``encode``'s last steps: the means in the table's type, normalised in float32
@@ -206,63 +256,56 @@ class WordIds:
         owner = np.repeat(np.arange(len(parts)), lengths)
         return flat[known], np.bincount(owner[known], minlength=len(parts)).tolist()
 
-    def window_means(
-        self,
-        passages: Sequence[Windowed],
-        width: int,
-        rows_of: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
-        max_chars: int | None,
-    ) -> tuple[list[np.ndarray], list[tuple[int, int, str]]]:
-        """Float32 window means of each passage (``MeanPooler.encode_windows``), and the
-        windows (passage, window, text) a character cut reaches, left for ``encode``."""
-        means: list[np.ndarray] = []
+    def window_spans(
+        self, passages: Sequence[Windowed], width: int, max_chars: int | None
+    ) -> tuple[list[Span | None], list[tuple[int, int, str]]]:
+        """Each passage's ids and window bounds (``Span``; None for a context holding a
+        separator the tokenizer reads otherwise), and the windows (passage, window, text)
+        that a character cut reaches, left for ``encode``."""
+        safe = [not (self._unsafe and self._unsafe.search(c)) for c, _, _ in passages]
+        cache = self._learn(
+            {
+                w
+                for (c, ws, _), ok in zip(passages, safe, strict=True)
+                if ok
+                for w in (*c.split(), *ws)
+            }
+        )
+        spans: list[Span | None] = []
         cut: list[tuple[int, int, str]] = []
-        for p, (context, words, starts) in enumerate(passages):
-            if self._unsafe and self._unsafe.search(context):
-                means.append(np.zeros((len(starts), self._dim), dtype=np.float32))
+        for p, ((context, words, starts), ok) in enumerate(zip(passages, safe, strict=True)):
+            if not ok:
+                spans.append(None)
                 cut += [
                     (p, j, window_text(context, words[s : s + width])) for j, s in enumerate(starts)
                 ]
                 continue
-            cache = self._learn({*context.split(), *words})
-            means.append(self._passage_means(cache, context, words, starts, width, rows_of))
+            spans.append(self._span(cache, context, words, starts, width))
             sizes = np.cumsum([0, *(len(w) + 1 for w in words)])
             base = len(context) + 2 if context else 0
             for j, s in enumerate(starts):
                 end = min(s + width, len(words))
                 if max_chars is not None and base + sizes[end] - sizes[s] - 1 > max_chars:
                     cut.append((p, j, window_text(context, words[s:end])))
-        return means, cut
+        return spans, cut
 
-    def _passage_means(
+    def _span(
         self,
         cache: dict[str, bytes],
         context: str,
         words: Sequence[str],
         starts: Sequence[int],
         width: int,
-        rows_of: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
-    ) -> np.ndarray:
+    ) -> Span:
         lead = np.frombuffer(self._joined(context.split(), cache), dtype=np.int32)
         pieces = [cache[w] for w in words]
         offsets = np.cumsum([0, *(len(b) // 4 for b in pieces)])
         body = np.frombuffer(b"".join(pieces), dtype=np.int32)
-        lead_rows, lead_known = rows_of(lead.astype(np.int64))
-        body_rows, body_known = rows_of(body.astype(np.int64))
-        ends = [min(s + width, len(words)) for s in starts]
         a_of = offsets[list(starts)]
-        b_of = offsets[ends]
+        b_of = offsets[[min(s + width, len(words)) for s in starts]]
         if self._max_bytes is not None:  # the tokenizer's cut, past the context's tokens
             b_of = np.minimum(b_of, a_of + self._max_bytes // 4 - len(lead))
-        # One product sums every window: row j of ``inside`` marks window j's known tokens.
-        tokens = np.arange(len(body))
-        inside = (tokens >= a_of[:, None]) & (tokens < b_of[:, None]) & body_known
-        sums = inside.astype(np.float64) @ body_rows + lead_rows.sum(axis=0)
-        counts = inside.sum(axis=1) + int(lead_known.sum())
-        out = np.zeros((len(starts), body_rows.shape[1]), dtype=np.float32)
-        some = counts > 0
-        out[some] = sums[some] / counts[some, None]
-        return out
+        return lead.astype(np.int64), body.astype(np.int64), a_of, b_of
 
     def _raw(self, texts: Sequence[str]) -> list[bytes]:
         """The tokenizer's own ids (the unknown token kept), cut as it cuts."""
