@@ -83,8 +83,7 @@ def windows_as_texts(
 # A batch this big is an index run's (a search embeds 1-4 queries): only then is the word
 # cache worth its probe (20 ms) and its memory.
 WORD_CACHE_FROM = 32
-# Words whose ids are kept (then the cache starts over): about 4 MB. A 4,000-note sample of
-# win32-17k (124k distinct words) encoded in 6.7 s with 50k, 5.9 s with 200k (24 MB).
+# Words per generation of the word cache (at most twice as many held: about 13 MB).
 WORD_CACHE_SIZE = 50_000
 
 
@@ -210,14 +209,15 @@ def pooler_for(model: Any) -> MeanPooler | None:
 
 class WordIds:
     """A tokenizer's ids for texts, each whitespace-separated word tokenised once (see the
-    module doc). Holds at most ``limit`` words' ids, then starts over."""
+    module doc). Holds the ids of at most twice ``limit`` words (see ``_learn``)."""
 
     def __init__(self, model: Any, max_tokens: int | None, unsafe: str, limit: int) -> None:
         self._model = model
         self._max_bytes = None if max_tokens is None else 4 * max_tokens
         self._unsafe = re.compile(f"[{re.escape(unsafe)}]") if unsafe else None
         self._limit = limit
-        self._cache: dict[str, bytes] = {}
+        self._young: dict[str, bytes] = {}
+        self._old: dict[str, bytes] = {}
         self._dim = int(model.embedding.shape[1])
 
     @classmethod
@@ -322,16 +322,27 @@ class WordIds:
         return b"".join([cache[w] for w in words])[: self._max_bytes]
 
     def _learn(self, words: set[str]) -> dict[str, bytes]:
-        """A cache holding every word of ``words`` (a new one once the cache is full: a
-        thread still joining from the old one finds its words there)."""
-        cache = self._cache
-        new = [w for w in words if w not in cache]
-        if len(cache) + len(new) > self._limit:
-            cache, new = {}, list(words)
-        for word, ids in zip(new, self._raw(new), strict=True):
-            cache[word] = ids
-        self._cache = cache
-        return cache
+        """The ids of every word of ``words``, tokenising only those not cached. Two
+        generations bound the cache: a word used again moves to the young one, and when
+        the young one holds ``limit`` words it becomes the old one (the old one is
+        dropped), so frequent words stay and at most twice ``limit`` are held."""
+        young, old = self._young, self._old
+        found: dict[str, bytes] = {}
+        missing: list[str] = []
+        for word in words:
+            ids = young.get(word)
+            if ids is None:
+                ids = old.get(word)
+                if ids is None:
+                    missing.append(word)
+                    continue
+                young[word] = ids
+            found[word] = ids
+        for word, ids in zip(missing, self._raw(missing), strict=True):
+            young[word] = found[word] = ids
+        if len(young) >= self._limit:
+            self._old, self._young = young, {}
+        return found
 
 
 # Python's str.split() separators: a tokenizer that reads one of them as something else
