@@ -867,10 +867,13 @@ def _pooled_windows(
     embedder: Embedder, rows: Sequence[tuple[bytes, str, str]], kept: set[bytes], tier: TierReport
 ) -> tuple[list[tuple[bytes, int]], np.ndarray | None, set[bytes]]:
     """``_window_vectors`` for an embedder that pools a passage's windows itself
-    (Model2Vec: ``embed_windows``, several times cheaper than one text per window). A
-    window the model reads nothing in is left out; a non-finite one refuses its passage."""
+    (Model2Vec's ``embed_windows``: a passage tokenised and gathered once, not once per
+    window). A window the model reads nothing in is left out; a non-finite one refuses
+    its passage."""
     import numpy as np
 
+    if tier.error:
+        return [], None, set()
     passages = []
     for h, context, body in rows:
         words = body.split()
