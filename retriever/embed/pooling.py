@@ -37,6 +37,17 @@ Windowed = tuple[str, Sequence[str], Sequence[int]]  # (context, words, window s
 Span = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
+def _used_rows(rows: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(rows, return_inverse=True)`` for rows of a table of ``n_rows``, by
+    marking instead of sorting (the sort was a fifth of encoding a batch)."""
+    mark = np.zeros(n_rows, dtype=bool)
+    mark[rows] = True
+    used = np.flatnonzero(mark)
+    index = np.zeros(n_rows, dtype=np.int64)
+    index[used] = np.arange(len(used))
+    return used, index[rows]
+
+
 def _known(ids: np.ndarray, unk: int | None) -> tuple[np.ndarray, np.ndarray]:
     """The ids other than the unknown token, and where they stand among ``ids``."""
     if unk is None:
@@ -107,7 +118,7 @@ class MeanPooler:
         if not len(tokens):
             return self._as_encode_returns(out)
         rows = tokens if self._mapping is None else self._mapping[tokens]
-        used, position = np.unique(rows, return_inverse=True)
+        used, position = _used_rows(rows, len(self._model.embedding))
         table = self._model.embedding[used].astype(np.float32)  # float16 -> float32: exact
         start = 0
         for i, n in enumerate(lengths):
@@ -165,7 +176,7 @@ class MeanPooler:
             [k[i][0] for k in known if k is not None for i in (0, 1)] or [np.zeros(0, np.int64)]
         )
         rows = tokens if self._mapping is None else self._mapping[tokens]
-        used, position = np.unique(rows, return_inverse=True)
+        used, position = _used_rows(rows, len(self._model.embedding))
         table = self._model.embedding[used].astype(np.float32)
         out: list[np.ndarray] = []
         start = 0
