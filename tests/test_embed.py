@@ -291,9 +291,10 @@ def test_windows_of_a_model_without_the_pooler_are_encoded_as_texts(model_dir: P
 def test_used_rows_are_numpy_s_unique_with_its_inverse() -> None:
     from retriever.embed.pooling import _used_rows
 
-    rows = np.random.default_rng(7).integers(0, 500, size=3000)
-    used, position = _used_rows(rows, 600)
-    expected_used, expected_position = np.unique(rows, return_inverse=True)
-    assert np.array_equal(used, expected_used)
-    assert np.array_equal(position, expected_position)
-    assert np.array_equal(used[position], rows)
+    for size in (3000, 20):  # marked, and sorted (a query's few tokens)
+        rows = np.random.default_rng(7).integers(0, 500, size=size)
+        used, position = _used_rows(rows, 600)
+        expected_used, expected_position = np.unique(rows, return_inverse=True)
+        assert np.array_equal(used, expected_used)
+        assert np.array_equal(position, expected_position)
+        assert np.array_equal(used[position], rows)
