@@ -837,8 +837,7 @@ def _with_windows(
 
     kept = set(hashes)
     if callable(getattr(embedder, "embed_windows", None)):
-        window_keys, window_vectors, failed = _pooled_windows(embedder, rows, kept, tier)
-        items: list[tuple[bytes, int, str]] = []
+        window_keys, window_vectors, failed, need = _pooled_windows(embedder, rows, kept, tier)
     else:
         items = [
             (h, part, text)
@@ -847,11 +846,12 @@ def _with_windows(
             for part, text in enumerate(embedding_windows(context, body), start=1)
         ]
         window_keys, window_vectors, failed = _window_vectors(embedder, items, tier)
+        need = Counter(h for h, _, _ in items)
     for h in sorted(failed):
         refused.append(h)
         report.warnings.append(f"refused the window vectors of passage {h.hex()[:12]}")
     if tier.error:  # what the embedder did not get to is redone by the next run
-        need, got = Counter(h for h, _, _ in items), Counter(h for h, _ in window_keys)
+        got = Counter(h for h, _ in window_keys)
         failed |= {h for h, n in need.items() if got[h] < n}
     keys = [(h, 0) for h in hashes if h not in failed]
     keys += [(h, part) for h, part in window_keys if h not in failed]
@@ -865,28 +865,27 @@ def _with_windows(
 
 def _pooled_windows(
     embedder: Embedder, rows: Sequence[tuple[bytes, str, str]], kept: set[bytes], tier: TierReport
-) -> tuple[list[tuple[bytes, int]], np.ndarray | None, set[bytes]]:
+) -> tuple[list[tuple[bytes, int]], np.ndarray | None, set[bytes], Counter[bytes]]:
     """``_window_vectors`` for an embedder that pools a passage's windows itself
     (Model2Vec's ``embed_windows``: a passage tokenised and gathered once, not once per
-    window). A window the model reads nothing in is left out; a non-finite one refuses
-    its passage."""
+    window), and how many windows each passage needs. A window the model reads nothing in
+    is left out; a non-finite one refuses its passage."""
     import numpy as np
 
-    if tier.error:
-        return [], None, set()
     passages = []
     for h, context, body in rows:
         words = body.split()
-        starts = window_starts(len(words))
-        if h in kept and starts:
+        starts = window_starts(len(words)) if h in kept else []
+        if starts:
             passages.append((h, (context, words, starts)))
-    if not passages:
-        return [], None, set()
+    need = Counter({h: len(p[2]) for h, p in passages})
+    if tier.error or not passages:
+        return [], None, set(), need
     try:
         pooled = embedder.embed_windows([p for _, p in passages], WINDOW_WORDS)  # type: ignore[attr-defined]
     except EmbedderError as exc:
         tier.error = str(exc)
-        return [], None, set()
+        return [], None, set(), need
     keys: list[tuple[bytes, int]] = []
     vecs: list[np.ndarray] = []
     bad: set[bytes] = set()
@@ -897,7 +896,7 @@ def _pooled_windows(
         readable = np.flatnonzero(vectors.any(axis=1))
         keys += [(h, int(j) + 1) for j in readable]
         vecs.append(vectors[readable])
-    return keys, (np.vstack(vecs) if vecs else None), bad
+    return keys, (np.vstack(vecs) if vecs else None), bad, need
 
 
 def _window_vectors(

@@ -122,6 +122,44 @@ def test_a_model_that_keeps_breaking_on_windows_is_given_up_on() -> None:
     assert len(refused) == BROKEN_AFTER  # the rest were not tried: they stay pending
 
 
+class _Pooling(_Scripted):
+    """The scripted vectors through ``embed_windows`` (as Model2Vec pools them), unchecked:
+    a window "blank ..." comes back zero, "nan ..." not finite."""
+
+    def embed_windows(
+        self, passages: Sequence[tuple[str, Sequence[str], Sequence[int]]], width: int
+    ) -> list[np.ndarray]:
+        self.calls += 1
+        if self.gone_after is not None and self.calls > self.gone_after:
+            raise EmbedderUnavailable("scripted embedder is down or unreachable")
+        out = []
+        for _, words, starts in passages:
+            vectors = np.ones((len(starts), 4), dtype=np.float32)
+            for j, start in enumerate(starts):
+                first = words[start]
+                vectors[j] = 0.0 if first == "blank" else np.nan if first == "nan" else 1.0
+            out.append(vectors)
+        return out
+
+
+def test_pooled_windows_are_kept_refused_and_left_pending_as_text_windows_are() -> None:
+    keys, refused, tier = _run(_Pooling(), _rows("short text", LONG))
+    assert tier.error is None and refused == []
+    assert sorted(keys) == [(b"\x00", 0), (b"\x01", 0), (b"\x01", 1), (b"\x01", 2)]
+    blank_start = "blank " + " ".join(["word"] * WINDOW_WORDS)
+    keys, refused, tier = _run(_Pooling(), _rows(blank_start))
+    assert refused == [] and sorted(keys) == [(b"\x00", 0), (b"\x00", 2)]
+    nan_start = "nan " + " ".join(["word"] * WINDOW_WORDS)
+    keys, refused, tier = _run(_Pooling(), _rows("short text", nan_start, LONG))
+    assert tier.error is None and refused == [b"\x01"]
+    assert sorted({h for h, _ in keys}) == [b"\x00", b"\x02"]
+    # The embedder goes away at the windows (the whole vectors were made): the long passage
+    # is not stored at all, and not refused either: it stays pending.
+    keys, refused, tier = _run(_Pooling(gone_after=0), _rows("short text", LONG))
+    assert tier.error is not None and "unreachable" in tier.error
+    assert keys == [(b"\x00", 0)] and refused == []
+
+
 def test_search_scores_a_long_passage_by_its_best_window(
     make_app, vault_copy: Path, db_url: str, model_dir: Path
 ) -> None:
