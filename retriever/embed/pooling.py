@@ -19,8 +19,9 @@ long passage's windows repeat its words twice, and a vault repeats its vocabular
 notes. :class:`WordIds` tokenises each whitespace-separated word once and joins the
 cached ids, which gives the tokenizer's own ids only for a tokenizer that never lets a token
 cross whitespace (BERT's word pieces, Model2Vec's word-level vocabularies): it proves that
-on probe texts at load, or is not used, and texts holding a separator it reads otherwise
-(U+001C, which BERT deletes instead of splitting at) go to the tokenizer whole.
+on probe texts the first time a batch is big enough to use it, or is not used, and texts
+holding a separator it reads otherwise (U+001C, which BERT deletes instead of splitting
+at) go to the tokenizer whole.
 """
 
 from __future__ import annotations
