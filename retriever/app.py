@@ -6,6 +6,7 @@ import logging
 import multiprocessing
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -45,7 +46,7 @@ from retriever.query_input import (
 from retriever.ranking import FUSION_CHOICES, Fusion, Ranking
 from retriever.scan import ScanReport
 from retriever.search import Searcher, SearchOptions, SearchResult, Spare, check_options
-from retriever.tiers import Choice, Tiers
+from retriever.tiers import Choice, Tier, Tiers, unchanged_model
 from retriever.vault_watch import VaultWatch
 
 log = logging.getLogger(__name__)
@@ -254,8 +255,15 @@ class Retriever:
         self._links_warming.start()
 
     def _tier_jobs(self, *, block: bool) -> list[TierJob]:
+        """Every tier's job; a tier not loaded yet is loaded by the run only if it has
+        something to embed (``TierJob.load``)."""
         jobs = []
-        for tier, embedder in self.tiers.for_index(block=block):
+        for tier in self.tiers.tiers:
+            embedder = tier.loaded()
+            if embedder is None and not tier.off:
+                jobs.append(TierJob(tier.name, None, None, tier.model, load=_loader(tier, block)))
+                continue
+            embedder = embedder or tier.get(block=block)
             error = None if embedder is not None else tier.error
             jobs.append(TierJob(tier.name, embedder, error, None if tier.off else tier.model))
         return jobs
@@ -499,6 +507,11 @@ class Retriever:
         (those with a vector for every passage: partial vectors would skew the choice).
         Without ``force``, only when due (no calibration yet, or the vault changed)."""
         with self.db.connection() as conn:
+            current = None if force else self._current_without_loading(conn)
+            conn.commit()
+        if current is not None:
+            return current
+        with self.db.connection() as conn:
             ready = [
                 (tier, embedder)
                 for tier, embedder in self.tiers.for_index(block=False)
@@ -517,6 +530,28 @@ class Retriever:
                     for name, r in results
                 ],
             }
+        return first
+
+    def _current_without_loading(self, conn: psycopg.Connection) -> dict[str, Any] | None:
+        """The "current" answer when every tier's model is unloaded, unchanged, has every
+        passage's vector and a calibration that is not due; else None (load and look)."""
+        keys: list[tuple[str, str]] = []
+        n_docs = store.count_documents(conn)
+        drift = self.settings.calibrate_drift
+        for tier in self.tiers.tiers:
+            if tier.off:
+                continue
+            known = None if tier.loaded() else unchanged_model(conn, tier.model)
+            if known is None or store.count_pending(conn, known[0]):
+                return None
+            if calibration_store.needs_calibration(conn, known[1], n_docs, drift=drift):
+                return None
+            keys.append((tier.name, known[1]))
+        if not keys:
+            return None
+        first: dict[str, Any] = {"status": "current", "model": keys[0][1]}
+        if len(self.tiers.tiers) > 1:
+            first["tiers"] = [{"tier": n, "model": k, "status": "current"} for n, k in keys]
         return first
 
     def _calibrate_one(self, embedder: Embedder | None, force: bool) -> dict[str, Any]:
@@ -699,3 +734,14 @@ def open_app(settings: Settings) -> Retriever:
 def _joined(*parts: str | None) -> str | None:
     found = [p for p in parts if p]
     return "; ".join(found) if found else None
+
+
+def _loader(tier: Tier, block: bool) -> Callable[[], tuple[Embedder | None, str | None]]:
+    """Loads ``tier``'s model when an index run needs it (``block``: probe a tier that is
+    down now, not in the background)."""
+
+    def load() -> tuple[Embedder | None, str | None]:
+        embedder = tier.get(block=block)
+        return embedder, None if embedder is not None else tier.error
+
+    return load

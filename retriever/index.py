@@ -53,6 +53,7 @@ from retriever.prepare import (
 )
 from retriever.redact import REDACTOR_VERSION
 from retriever.scan import FileInfo, ScanReport, rescan_paths, scan_vault
+from retriever.tiers import unchanged_model
 from retriever.windows import WINDOW_WORDS, embedding_windows, window_starts
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,10 @@ class TierJob:
     embedder: Embedder | None
     error: str | None = None
     setting: str | None = None  # the configured model (counts its vectors while it is away)
+    # Loads the embedder, (embedder, why not), when the run has something to embed; a
+    # run whose passages all have vectors of the unchanged model never loads it.
+    load: Callable[[], tuple[Embedder | None, str | None]] | None = None
+    current: bool = False  # its vectors were complete and its model unchanged: not loaded
 
 
 @dataclass(slots=True)
@@ -476,7 +481,8 @@ def _embed_into_report(run: _Run, conn: psycopg.Connection, written: list[str]) 
     primary = report.tiers[0]
     # The model that embedded this run (None when it could not load; the tier says
     # which model is configured).
-    report.model = primary.model if tiers and tiers[0].embedder is not None else None
+    loaded = tiers and (tiers[0].embedder is not None or tiers[0].current)
+    report.model = primary.model if loaded else None
     report.embed_error = primary.error
     report.passages_embedded, report.passages_pending = primary.embedded, primary.pending
     report.vectors_refused = primary.refused
@@ -502,6 +508,8 @@ def _embed_tiers(
     out = {job.tier: _tier_report(job) for job in tiers}
     for job in reversed(tiers):
         tier, started = out[job.tier], time.perf_counter()
+        if job.load is not None and not halt.is_set():
+            _load_when_needed(conn, job, tier)
         if job.embedder is not None and not halt.is_set():
             tier.pending = _embed_pending(
                 conn,
@@ -514,7 +522,7 @@ def _embed_tiers(
                 limit,
                 written,
             )
-        else:
+        elif not job.current:  # a current tier has nothing pending
             if job.embedder is not None:
                 model = store.model_row(conn, job.embedder.fingerprint)
             else:  # away: count against its last stored vectors
@@ -523,6 +531,22 @@ def _embed_tiers(
         tier.seconds = round(time.perf_counter() - started, 3)
         conn.commit()
     return [out[job.tier] for job in tiers]
+
+
+def _load_when_needed(conn: psycopg.Connection, job: TierJob, tier: TierReport) -> None:
+    """Load a lazily given tier's embedder unless its unchanged model has a vector for
+    every passage (then the run counts its vectors against the stored model)."""
+    assert job.load is not None
+    known = unchanged_model(conn, job.setting) if job.setting else None
+    if known is not None and not store.count_pending(conn, known[0]):
+        conn.commit()
+        job.current = True
+        return
+    conn.commit()
+    job.embedder, job.error = job.load()
+    tier.error = job.error
+    if job.embedder is not None:
+        tier.model = job.embedder.model_id
 
 
 def _tier_report(job: TierJob) -> TierReport:

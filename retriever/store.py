@@ -392,6 +392,15 @@ def model_row_of(conn: psycopg.Connection, model_id: str) -> tuple[int, int] | N
     return (int(row[0]), int(row[1])) if row else None
 
 
+def stored_model(conn: psycopg.Connection, model_id: str) -> tuple[int, str, int] | None:
+    """(row id, fingerprint, dimension) of the latest model stored for a model setting."""
+    row = conn.execute(
+        "SELECT id, fingerprint, dim FROM models WHERE model_id = %s ORDER BY id DESC LIMIT 1",
+        (model_id,),
+    ).fetchone()
+    return (int(row[0]), str(row[1]), int(row[2])) if row else None
+
+
 def pending_hashes(
     conn: psycopg.Connection, model: int, *, among_paths: Sequence[str] | None = None
 ) -> list[bytes]:

@@ -23,6 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+
+from retriever import store
 from retriever.config import DEFAULT_MODEL, Settings
 from retriever.embed import Embedder, EmbedderError, load_embedder
 
@@ -47,6 +50,22 @@ def configured(settings: Settings) -> list[tuple[str, str]]:
     if fallback.lower() not in OFF and fallback != primary:
         tiers.append((FALLBACK, fallback))
     return tiers
+
+
+def unchanged_model(conn: psycopg.Connection, setting: str) -> tuple[int, str] | None:
+    """(model row, fingerprint) stored for a Model2Vec setting whose model files are as
+    they were when it was stored: the fingerprint loading it would give, known without
+    loading it (a quarter of a second and its imports). None for Ollama (only the server
+    knows its model's digest), a setting never stored, or a changed model."""
+    from retriever.embed.model2vec import model2vec_fingerprint
+
+    setting = setting.strip()
+    if setting.startswith("ollama:") or setting.lower() in OFF:
+        return None
+    stored = store.stored_model(conn, setting)
+    if stored is None or model2vec_fingerprint(setting, stored[2]) != stored[1]:
+        return None
+    return stored[0], stored[1]
 
 
 def display_name(model: str) -> str:
@@ -222,6 +241,7 @@ class Tier:
         log.warning("%s tier failed: %s", self.name, reason)
 
     def loaded(self) -> Embedder | None:
+        """The embedder if the model is loaded already (never loads or probes)."""
         with self._lock:
             return self._embedder
 

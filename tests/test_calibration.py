@@ -5,6 +5,7 @@ materially recalibrates, and status, health, eval and the CLI show it."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -147,6 +148,43 @@ def test_a_model_change_triggers_recalibration(
     assert report.calibration["status"] == "calibrated"  # new model: calibrated again
     assert report.calibration["model"] == second.embedder()[0].model_id
     assert second.search("kayak club").calibration == "calibrated"
+
+
+def test_a_run_with_nothing_to_embed_never_loads_the_model(
+    make_app, hobby_vault_dir, hobby_model
+) -> None:
+    first = make_app(hobby_vault_dir, model=hobby_model, calibrate=True)
+    first.index()
+    fingerprint = first.embedder()[0].fingerprint
+    again = make_app(hobby_vault_dir, model=hobby_model, calibrate=True)  # a new process
+    report = again.index()
+    assert again.tiers.primary.loaded() is None  # every vector there: the model stays on disk
+    assert report.model == str(hobby_model) and report.passages_pending == 0
+    assert report.tiers[0].error is None and report.tiers[0].pending == 0
+    assert report.calibration == {"status": "current", "model": fingerprint}
+    (hobby_vault_dir / "Kite notes.md").write_text("# Kite\n\nKitesurfing off the pier.\n")
+    report = again.index()  # a new passage: now it is loaded and embeds it
+    assert again.tiers.primary.loaded() is not None
+    assert report.passages_embedded == 1 and report.passages_pending == 0
+
+
+def test_a_model_changed_in_place_is_loaded_and_embeds_everything_again(
+    make_app, hobby_vault_dir, tmp_path
+) -> None:
+    model = build_model(hobby_vault_dir, tmp_path / "model", dim=16)
+    first = make_app(hobby_vault_dir, model=model, calibrate=True)
+    n = first.index().passages_embedded
+    old = first.embedder()[0].fingerprint
+    shutil.rmtree(model)
+    build_model(hobby_vault_dir, model, dim=24)  # same folder, another model
+    again = make_app(hobby_vault_dir, model=model, calibrate=True)
+    report = again.index()
+    assert again.tiers.primary.loaded() is not None
+    assert report.passages_embedded == n and report.passages_pending == 0
+    assert report.calibration["status"] == "calibrated"
+    assert (
+        report.calibration["model"] == model.as_posix() and again.embedder()[0].fingerprint != old
+    )
 
 
 def test_a_vault_that_changed_materially_recalibrates(make_app, hobby_vault_dir) -> None:

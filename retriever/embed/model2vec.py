@@ -45,11 +45,7 @@ class Model2VecEmbedder:
         self.dimension: int = int(self._model.dim)
         self._pooler = pooler_for(self._model)
         self._source = source
-        weights = Path(source) / "model.safetensors"
-        stamp = weights.stat().st_size if weights.exists() else ""
-        self.fingerprint: str = fingerprint_of(
-            "model2vec", Path(model_id).name or model_id, self.dimension, stamp
-        )
+        self.fingerprint: str = model2vec_fingerprint(model_id, self.dimension)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -74,6 +70,16 @@ class Model2VecEmbedder:
 
     def close(self) -> None:
         pass  # the model is plain memory
+
+
+def model2vec_fingerprint(model_id: str, dimension: int) -> str:
+    """The fingerprint of the Model2Vec model ``model_id`` names: its name, dimension and
+    weights file size (a hub id: name and dimension). Computed without loading the model,
+    so a run with nothing to embed can tell that the stored vectors are still its own."""
+    path = Path(model_id).expanduser()
+    weights = (path.resolve() if path.exists() else Path(model_id)) / "model.safetensors"
+    stamp = weights.stat().st_size if weights.exists() else ""
+    return fingerprint_of("model2vec", Path(model_id).name or model_id, dimension, stamp)
 
 
 HUB_UNREACHABLE = "the model hub is unreachable and {model!r} is not cached: {advice}"
