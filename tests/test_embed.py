@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from retriever.embed import (
     load_embedder,
     validate_vectors,
 )
+from retriever.embed.model2vec import load_static_model, model2vec_fingerprint
 from retriever.embed.pooling import WordIds, pooler_for
 from retriever.windows import WINDOW_WORDS, embedding_windows, window_starts
 from tests.conftest import TEST_VAULT
@@ -148,6 +151,36 @@ def _models(model_dir: Path) -> list[Any]:
     )
     half = StaticModel(plain.embedding.astype(np.float16), plain.tokenizer, normalize=True)
     return [plain, half, quantised]
+
+
+def test_a_model_folder_is_read_as_model2vec_reads_it(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from huggingface_hub import constants
+    from model2vec import StaticModel
+
+    texts = _vault_texts()
+    for n, model in enumerate(_models(model_dir)):  # plain, float16, vocabulary-quantised
+        folder = tmp_path / f"m{n}"
+        model.save_pretrained(folder)
+        ours, theirs = load_static_model(str(folder)), StaticModel.from_pretrained(str(folder))
+        for name in ("normalize", "max_length", "median_token_length", "unk_token_id", "config"):
+            assert getattr(ours, name) == getattr(theirs, name), name
+        for name in ("embedding", "weights", "token_mapping"):
+            mine, model2vec = getattr(ours, name), getattr(theirs, name)
+            assert (mine is None and model2vec is None) or np.array_equal(mine, model2vec), name
+        assert ours.tokenizer.to_str() == theirs.tokenizer.to_str()
+        got = ours.encode(texts, use_multiprocessing=False)
+        assert np.array_equal(got, theirs.encode(texts, use_multiprocessing=False))
+    # A hub id found in the local hub cache: its latest snapshot, read the same way.
+    snapshots = tmp_path / "hub" / "models--org--tiny" / "snapshots"
+    shutil.copytree(tmp_path / "m2", snapshots / "new")
+    (snapshots / "old").mkdir()
+    os.utime(snapshots / "old", (1, 1))  # older (and empty): not the one picked
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    hub, local = Model2VecEmbedder("org/tiny"), Model2VecEmbedder(str(tmp_path / "m2"))
+    assert np.array_equal(hub.embed(texts[:8]), local.embed(texts[:8]))
+    assert hub.fingerprint == model2vec_fingerprint("org/tiny", hub.dimension)
 
 
 def test_mean_pooling_gives_the_model_s_own_vectors(model_dir: Path) -> None:
