@@ -7,19 +7,22 @@ import math
 import threading
 from collections import Counter
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 import psycopg
 
 from retriever import store
+
+if TYPE_CHECKING:  # imported when a graph is first built: 75 ms a command may not need
+    import networkx as nx
 
 
 class LinkGraph:
     """The vault's link graph, reloaded when the index changes (cheap generation check)."""
 
     def __init__(self) -> None:
-        self._graph: nx.Graph = nx.Graph()
+        self._graph: nx.Graph | None = None
         self._generation: object = None
         self._stamp: tuple[int, ...] = ()
         self._lock = threading.Lock()
@@ -36,13 +39,15 @@ class LinkGraph:
                     self._graph = load_graph(conn)
                     self._stamp = stamp
                 self._generation = generation
+            if self._graph is None:  # no index run yet: no links
+                self._graph = _empty_graph()
             return self._graph
 
 
 def load_graph(conn: psycopg.Connection) -> nx.Graph:
     """Undirected graph over document ids; a link either way makes notes neighbours. The
     graph's ``prior`` attribute holds each cited note's link prior (see ``link_prior``)."""
-    graph: nx.Graph = nx.Graph()
+    graph = _empty_graph()
     rows = conn.execute(
         """
         SELECT DISTINCT doc_id, resolved FROM links
@@ -51,6 +56,14 @@ def load_graph(conn: psycopg.Connection) -> nx.Graph:
     ).fetchall()
     graph.add_edges_from((int(a), int(b)) for a, b in rows)
     graph.graph["prior"] = link_prior(Counter(int(b) for _, b in rows))
+    return graph
+
+
+def _empty_graph() -> nx.Graph:
+    import networkx
+
+    graph: nx.Graph = networkx.Graph()
+    graph.graph["prior"] = {}
     return graph
 
 
