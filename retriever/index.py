@@ -39,6 +39,7 @@ from retriever.chunk import CHUNKER_VERSION, Link
 from retriever.config import Settings
 from retriever.db import INDEX_LOCK_KEY, Database, relation_exists
 from retriever.embed import Embedder, EmbedderError, InvalidVectorError, ZeroVectorError
+from retriever.embed_pool import Encoded, EncoderPool, Rows, workers_for
 from retriever.lexical import NORMALISER_VERSION
 from retriever.lifeline import bind_to_owner, start_fork_server
 from retriever.links import LinkResolver
@@ -759,22 +760,18 @@ def _embed_pending(
         pending = pending[:limit]
     refused: list[bytes] = []
     done = 0
-    for start in range(0, len(pending), batch_size):
+    for rows, found in _encoded(conn, embedder, pending, batch_size, halt):
         if halt.is_set():
             break
-        rows = store.passage_inputs(conn, pending[start : start + batch_size])
-        conn.commit()
-        if not rows:
-            continue
-        wholes = [(h, embedding_input(context, text)) for h, context, text in rows]
-        hashes, vectors = _embed_rows(embedder, wholes, refused, report, tier)
-        keys, vectors = _with_windows(embedder, rows, hashes, vectors, refused, report, tier)
-        if keys:  # what was embedded before any failure is kept
+        refused += found.refused
+        report.warnings += found.warnings
+        tier.error = tier.error or found.error
+        if found.keys:  # what was embedded before any failure is kept
             with conn.transaction():
                 conn.execute("SET LOCAL synchronous_commit = off")
-                store.store_embeddings(conn, model, keys, vectors)
+                store.store_embeddings(conn, model, found.keys, found.vectors)
                 store.note_vectors_stored(conn)
-            tier.embedded += sum(1 for _, part in keys if part == 0)
+            tier.embedded += sum(1 for _, part in found.keys if part == 0)
         if tier.error:  # the embedder went away or broke: the rest stays pending
             break
         done += len(rows)
@@ -784,6 +781,45 @@ def _embed_pending(
     if not halt.is_set():  # an interrupted run must end promptly, not start an index build
         _ensure_vector_index(conn, model, embedder.dimension)
     return total - tier.embedded
+
+
+def _encoded(
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    pending: list[bytes],
+    batch_size: int,
+    halt: threading.Event,
+) -> Iterator[tuple[Rows, Encoded]]:
+    """Each batch of ``pending`` passages with its vectors, in order: encoded here, or in
+    worker processes for a big run of a Model2Vec model (``embed_pool``)."""
+
+    def batches() -> Iterator[Rows]:
+        for start in range(0, len(pending), batch_size):
+            if halt.is_set():
+                return
+            rows = store.passage_inputs(conn, pending[start : start + batch_size])
+            conn.commit()
+            if rows:
+                yield rows
+
+    workers = workers_for(embedder, len(pending))
+    if not workers:
+        for rows in batches():
+            yield rows, encode_batch(embedder, rows)
+        return
+    with EncoderPool(embedder, workers, encode_batch) as pool:
+        yield from pool.encoded(batches())
+
+
+def encode_batch(embedder: Embedder, rows: Rows) -> Encoded:
+    """A batch's whole and window vectors, keyed by (hash, part), with the passages
+    refused, the warnings and the embedder's failure: what a worker sends back."""
+    report, tier = IndexReport(vault=""), TierReport("", embedder.model_id)
+    refused: list[bytes] = []
+    wholes = [(h, embedding_input(context, text)) for h, context, text in rows]
+    hashes, vectors = _embed_rows(embedder, wholes, refused, report, tier)
+    keys, vectors = _with_windows(embedder, rows, hashes, vectors, refused, report, tier)
+    return Encoded(keys, vectors, refused, report.warnings, tier.error)
 
 
 def _embed_rows(
