@@ -2,8 +2,9 @@
 
 Encoding is the embedding phase's CPU, and it runs in one process while the parent's
 database work (reading passages, copying vectors in) is light: on two cores the second one
-sat idle. Each worker loads the model once and encodes whole batches (passages and their
-windows) exactly as the parent would: a passage's vectors do not depend on its batch, so
+sat idle. The indexer encodes every other batch (on two cores) and a worker process,
+which loads the model once, the rest: whole batches (passages and their windows), exactly
+as the indexer would: a passage's vectors do not depend on its batch, so
 the stored vectors are the same either way. Results come back in batch order. A worker
 that cannot load the same model, or a pool that breaks, leaves the rest of the run to the
 parent. Ollama models are not encoded here: their server does the work.
@@ -50,11 +51,12 @@ Encode = Callable[[Embedder, Rows], Encoded]
 
 
 def workers_for(embedder: Embedder, pending: int) -> int:
-    """How many worker processes a run with ``pending`` passages encodes in (0: none)."""
+    """How many worker processes a run with ``pending`` passages encodes in besides the
+    indexer itself (0: none)."""
     cores = os.cpu_count() or 1
     if getattr(embedder, "kind", "") != "model2vec" or cores < 2 or pending < PARALLEL_MIN:
         return 0
-    return min(cores, 4)
+    return min(cores, 4) - 1
 
 
 class EncoderPool:
@@ -79,23 +81,27 @@ class EncoderPool:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def encoded(self, batches: Iterable[Rows]) -> Iterator[tuple[Rows, Encoded]]:
-        """Each batch with its encoding, in order; the workers keep ``TASKS_IN_FLIGHT``
-        batches each ahead of the caller. Stops asking for batches when the caller stops."""
+        """Each batch with its encoding, in order. The indexer encodes one batch in every
+        ``workers + 1`` itself, when its turn comes (its database work is light), while the
+        workers encode theirs, ``TASKS_IN_FLIGHT`` each ahead: as fast as one more worker,
+        without another copy of the model and its caches. Stops asking for batches when
+        the caller stops."""
         window: deque[tuple[Rows, Future[Encoded] | None]] = deque()
-        source = iter(batches)
-        for rows in source:
-            window.append((rows, self._submit(rows)))
-            if len(window) >= self._workers * TASKS_IN_FLIGHT:
+        source = enumerate(batches)
+        for n, rows in source:
+            window.append((rows, self._submit(n, rows)))
+            if len(window) >= (self._workers + 1) * TASKS_IN_FLIGHT:
                 break
         while window:
             rows, future = window.popleft()
             yield rows, self._result(rows, future)
-            for more in source:  # one batch in for each one out
-                window.append((more, self._submit(more)))
+            for n, more in source:  # one batch in for each one out
+                window.append((more, self._submit(n, more)))
                 break
 
-    def _submit(self, rows: Rows) -> Future[Encoded] | None:
-        if self._broken:
+    def _submit(self, n: int, rows: Rows) -> Future[Encoded] | None:
+        """The batch's future in a worker; None: the indexer encodes it itself."""
+        if self._broken or n % (self._workers + 1) == self._workers:
             return None
         try:
             return self._pool.submit(encode_in_worker, rows)
