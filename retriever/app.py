@@ -158,6 +158,17 @@ class Retriever:
         embedder = tier.get()
         return embedder, None if embedder is not None else tier.error
 
+    def warm_models(self) -> None:
+        """Load every tier's model in the background: a long-lived process should not make
+        its first search, or its first edit, wait for it (index runs with nothing to embed
+        no longer load it)."""
+
+        def load() -> None:
+            for tier in self.tiers.tiers:
+                tier.get()
+
+        threading.Thread(target=load, name="retriever-models", daemon=True).start()
+
     def embedder_failed(self, reason: str) -> None:
         """Called when the loaded primary model stops answering (e.g. Ollama went away)."""
         self.tiers.primary.failed(reason)
@@ -698,6 +709,7 @@ class AppPool:
                 app = Retriever(settings)
                 app.shared = True
                 app.long_lived = True
+                app.warm_models()
             self._apps[key] = app  # most recently used last
             evicted = list(self._apps.values())[: -self._limit]
             for old in evicted:

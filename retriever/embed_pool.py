@@ -28,9 +28,11 @@ from retriever.lifeline import bind_to_owner, start_fork_server
 
 log = logging.getLogger(__name__)
 
-# Pending passages from which a run starts workers: below it, their start (a process and
-# a model load each, about half a second) costs more than the second core gives back.
-PARALLEL_MIN = 4096
+# Pending passages from which a run starts a worker: below it, its start (a process, its
+# imports and a model load: about a second) costs more than the second core gives back
+# (Dendron, 4,736 passages: embedding 1.2 s alone, 1.6 s with a worker; a 4,000-note win32
+# sample, 22,042 passages: 12.3 s alone, 9.0 s with one).
+PARALLEL_MIN = 16_000
 TASKS_IN_FLIGHT = 2  # per worker: the next batch is ready while one is stored
 
 Rows = list[tuple[bytes, str, str]]  # (hash, context, text) of the passages of a batch
