@@ -876,6 +876,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app = Retriever(settings_from(vault=args.vault))
         app.long_lived = True  # watches the vault: a search walks it only after a change
+        app.warm_models()  # while the client connects
     except ConfigError as exc:
         sys.stderr.write(f"✗ {exc}\n")
         raise SystemExit(2) from None
