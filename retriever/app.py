@@ -46,7 +46,7 @@ from retriever.query_input import (
 from retriever.ranking import FUSION_CHOICES, Fusion, Ranking
 from retriever.scan import ScanReport
 from retriever.search import Searcher, SearchOptions, SearchResult, Spare, check_options
-from retriever.tiers import Choice, Tier, Tiers, unchanged_model
+from retriever.tiers import PRIMARY, Choice, Tier, Tiers, unchanged_model
 from retriever.vault_watch import VaultWatch
 
 log = logging.getLogger(__name__)
@@ -115,6 +115,7 @@ class Retriever:
         self._watch: VaultWatch | None = None
         self._watch_tried = False
         self._links_warming: threading.Thread | None = None
+        self._closed = False
 
     # -- resources -------------------------------------------------------------------
     @property
@@ -165,7 +166,11 @@ class Retriever:
 
         def load() -> None:
             for tier in self.tiers.tiers:
+                if self._closed:  # an evicted service app
+                    return
                 tier.get()
+            if self._closed:  # closed while loading: let go of what was loaded
+                self.tiers.close()
 
         threading.Thread(target=load, name="retriever-models", daemon=True).start()
 
@@ -176,6 +181,7 @@ class Retriever:
     def close(self, *, force: bool = False) -> None:
         if self.shared and not force:
             return
+        self._closed = True
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -272,7 +278,9 @@ class Retriever:
         for tier in self.tiers.tiers:
             embedder = tier.loaded()
             if embedder is None and not tier.off:
-                jobs.append(TierJob(tier.name, None, None, tier.model, load=_loader(tier, block)))
+                expected = self.settings.embed_dim if tier.name == PRIMARY else None
+                load = _loader(tier, block)
+                jobs.append(TierJob(tier.name, None, None, tier.model, load, expected))
                 continue
             embedder = embedder or tier.get(block=block)
             error = None if embedder is not None else tier.error
@@ -552,7 +560,8 @@ class Retriever:
         for tier in self.tiers.tiers:
             if tier.off:
                 continue
-            known = None if tier.loaded() else unchanged_model(conn, tier.model)
+            expected = self.settings.embed_dim if tier.name == PRIMARY else None
+            known = None if tier.loaded() else unchanged_model(conn, tier.model, expected)
             if known is None or store.count_pending(conn, known[0]):
                 return None
             if calibration_store.needs_calibration(conn, known[1], n_docs, drift=drift):

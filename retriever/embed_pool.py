@@ -107,7 +107,7 @@ class EncoderPool:
             return None
         try:
             return self._pool.submit(encode_in_worker, rows)
-        except RuntimeError as exc:  # a broken or shut-down pool
+        except Exception as exc:  # a broken pool, or a worker that could not start
             self._give_up(exc)
             return None
 

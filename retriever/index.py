@@ -126,6 +126,7 @@ class TierJob:
     # Loads the embedder, (embedder, why not), when the run has something to embed; a
     # run whose passages all have vectors of the unchanged model never loads it.
     load: Callable[[], tuple[Embedder | None, str | None]] | None = None
+    expected_dim: int | None = None  # RETRIEVER_EMBED_DIM for the primary tier
     current: bool = False  # its vectors were complete and its model unchanged: not loaded
 
 
@@ -538,10 +539,13 @@ def _load_when_needed(conn: psycopg.Connection, job: TierJob, tier: TierReport) 
     """Load a lazily given tier's embedder unless its unchanged model has a vector for
     every passage (then the run counts its vectors against the stored model)."""
     assert job.load is not None
-    known = unchanged_model(conn, job.setting) if job.setting else None
+    known = unchanged_model(conn, job.setting, job.expected_dim) if job.setting else None
     if known is not None and not store.count_pending(conn, known[0]):
         conn.commit()
         job.current = True
+        # An earlier run may have stopped before building the HNSW index (Ctrl-C, kill):
+        # a catalog lookup when it is there.
+        _ensure_vector_index(conn, known[0], known[2])
         return
     conn.commit()
     job.embedder, job.error = job.load()
@@ -761,8 +765,6 @@ def _embed_pending(
     refused: list[bytes] = []
     done = 0
     for rows, found in _encoded(conn, embedder, pending, batch_size, halt):
-        if halt.is_set():
-            break
         refused += found.refused
         report.warnings += found.warnings
         tier.error = tier.error or found.error
@@ -777,6 +779,8 @@ def _embed_pending(
         done += len(rows)
         if progress:
             progress("embed" if tier.tier == "primary" else f"embed-{tier.tier}", done, total)
+        if halt.is_set():  # the batch in hand is stored; the rest stays pending
+            break
     tier.refused = len(refused)
     if not halt.is_set():  # an interrupted run must end promptly, not start an index build
         _ensure_vector_index(conn, model, embedder.dimension)
@@ -803,11 +807,17 @@ def _encoded(
                 yield rows
 
     workers = workers_for(embedder, len(pending))
-    if not workers:
+    pool = None
+    if workers:
+        try:
+            pool = EncoderPool(embedder, workers, encode_batch)
+        except Exception as exc:  # no fork server, no process: encode here
+            log.warning("encoding in this process: %s", exc)
+    if pool is None:
         for rows in batches():
             yield rows, encode_batch(embedder, rows)
         return
-    with EncoderPool(embedder, workers, encode_batch) as pool:
+    with pool:
         yield from pool.encoded(batches())
 
 

@@ -52,20 +52,32 @@ def configured(settings: Settings) -> list[tuple[str, str]]:
     return tiers
 
 
-def unchanged_model(conn: psycopg.Connection, setting: str) -> tuple[int, str] | None:
-    """(model row, fingerprint) stored for a Model2Vec setting whose model files are as
-    they were when it was stored: the fingerprint loading it would give, known without
-    loading it (a quarter of a second and its imports). None for Ollama (only the server
-    knows its model's digest), a setting never stored, or a changed model."""
-    from retriever.embed.model2vec import model2vec_fingerprint
+def unchanged_model(
+    conn: psycopg.Connection, setting: str, expected_dim: int | None = None
+) -> tuple[int, str, int] | None:
+    """(model row, fingerprint, dimension) stored for a Model2Vec setting whose model is
+    as it was when stored: its folder (or, for a hub id, its snapshot in the local hub
+    cache) is there in Model2Vec's own layout and gives the stored fingerprint, known
+    without loading the model (a quarter of a second and its imports). None, so the
+    caller loads it and hears why not, for Ollama (only the server knows its model's
+    digest), a setting never stored, a changed or missing model, or a dimension other than
+    ``expected_dim`` (RETRIEVER_EMBED_DIM). Corrupt files are found only by loading."""
+    from retriever.embed.model2vec import model2vec_fingerprint, own_layout_folder
 
     setting = setting.strip()
     if setting.startswith("ollama:") or setting.lower() in OFF:
         return None
     stored = store.stored_model(conn, setting)
-    if stored is None or model2vec_fingerprint(setting, stored[2]) != stored[1]:
+    if stored is None or (expected_dim is not None and stored[2] != expected_dim):
         return None
-    return stored[0], stored[1]
+    try:
+        if own_layout_folder(setting) is None:
+            return None
+        if model2vec_fingerprint(setting, stored[2]) != stored[1]:
+            return None
+    except OSError:  # unreadable: loading it says what is wrong
+        return None
+    return stored
 
 
 def display_name(model: str) -> str:

@@ -168,6 +168,36 @@ def test_a_run_with_nothing_to_embed_never_loads_the_model(
     assert report.passages_embedded == 1 and report.passages_pending == 0
 
 
+def test_a_current_model_still_gets_its_vector_index(
+    make_app, hobby_vault_dir, hobby_model, monkeypatch
+) -> None:
+    from retriever import index
+
+    monkeypatch.setattr(index, "HNSW_THRESHOLD", 1)
+    first = make_app(hobby_vault_dir, model=hobby_model)
+    first.index()
+    with first.db.connection() as conn:  # as if the run had stopped before building it
+        conn.execute("DROP INDEX embeddings_hnsw_m1")
+        conn.commit()
+    again = make_app(hobby_vault_dir, model=hobby_model)
+    again.index()
+    assert again.tiers.primary.loaded() is None  # nothing to embed
+    with again.db.connection() as conn:
+        assert conn.execute("SELECT to_regclass('embeddings_hnsw_m1')").fetchone()[0]
+
+
+def test_a_model_that_cannot_load_is_loaded_and_says_so(
+    make_app, hobby_vault_dir, tmp_path
+) -> None:
+    model = build_model(hobby_vault_dir, tmp_path / "model", dim=16)
+    make_app(hobby_vault_dir, model=model).index()
+    wrong_dim = make_app(hobby_vault_dir, model=model, embed_dim=32).index()
+    assert wrong_dim.embed_error and "32" in wrong_dim.embed_error
+    (model / "tokenizer.json").unlink()  # the weights unchanged, the model broken
+    broken = make_app(hobby_vault_dir, model=model).index()
+    assert broken.embed_error and broken.model is None
+
+
 def test_a_model_changed_in_place_is_loaded_and_embeds_everything_again(
     make_app, hobby_vault_dir, tmp_path
 ) -> None:

@@ -168,7 +168,10 @@ def test_a_model_folder_is_read_as_model2vec_reads_it(
             assert getattr(ours, name) == getattr(theirs, name), name
         for name in ("embedding", "weights", "token_mapping"):
             mine, model2vec = getattr(ours, name), getattr(theirs, name)
-            assert (mine is None and model2vec is None) or np.array_equal(mine, model2vec), name
+            if mine is None or model2vec is None:
+                assert mine is None and model2vec is None, name
+            else:
+                assert mine.dtype == model2vec.dtype and np.array_equal(mine, model2vec), name
         assert ours.tokenizer.to_str() == theirs.tokenizer.to_str()
         got = ours.encode(texts, use_multiprocessing=False)
         assert np.array_equal(got, theirs.encode(texts, use_multiprocessing=False))

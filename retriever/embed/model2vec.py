@@ -76,10 +76,11 @@ def load_static_model(model_id: str) -> Any:
     Model2Vec's own layout is read here, as Model2Vec's loader reads it (weights, token
     mapping, normalize and max_length from its config); anything else goes to that loader.
     Reading it here skips importing the loader's module, which brings in the hub client
-    and model cards: 0.2 s of every command that loads the model."""
+    and model cards: 0.2 s of every command that loads the model. The README's metadata
+    (base model, language: model-card fields) is not read; the vectors do not use it."""
     from model2vec import StaticModel
 
-    folder = _own_layout_folder(model_id)
+    folder = own_layout_folder(model_id)
     if folder is None:
         path = Path(model_id).expanduser()
         if path.exists():
@@ -108,7 +109,7 @@ def load_static_model(model_id: str) -> Any:
     )
 
 
-def _own_layout_folder(model_id: str) -> Path | None:
+def own_layout_folder(model_id: str) -> Path | None:
     """The folder holding ``model_id`` when it is in Model2Vec's own layout: the path, or
     for a hub id the latest snapshot in the local hub cache (the one Model2Vec picks)."""
     path = Path(model_id).expanduser()
