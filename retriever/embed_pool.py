@@ -18,12 +18,12 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from retriever.embed import Embedder
+from retriever.encode import Encoded, Rows
 from retriever.lifeline import bind_to_owner, start_fork_server
 
 log = logging.getLogger(__name__)
@@ -34,20 +34,6 @@ log = logging.getLogger(__name__)
 # sample, 22,042 passages: 12.3 s alone, 9.0 s with one).
 PARALLEL_MIN = 16_000
 TASKS_IN_FLIGHT = 2  # per worker: the next batch is ready while one is stored
-
-Rows = list[tuple[bytes, str, str]]  # (hash, context, text) of the passages of a batch
-
-
-@dataclass(slots=True)
-class Encoded:
-    """One batch's vectors, keyed by (hash, part), and what the encoding noted."""
-
-    keys: list[tuple[bytes, int]]
-    vectors: np.ndarray
-    refused: list[bytes] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    error: str | None = None  # the embedder failed: the batch's rest stays pending
-
 
 Encode = Callable[[Embedder, Rows], Encoded]
 
@@ -147,7 +133,7 @@ def _start_worker(owner: int, model_id: str, fingerprint: str) -> None:
 
 
 def encode_in_worker(rows: Rows) -> Encoded:
-    from retriever.index import encode_batch
+    from retriever.encode import encode_batch
 
     embedder = _worker.get("embedder")
     if embedder is None:

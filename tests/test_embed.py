@@ -92,7 +92,8 @@ class _Scripted:
 
 
 def test_passages_a_model_reads_nothing_in_do_not_make_it_look_broken() -> None:
-    from retriever.index import BROKEN_AFTER, IndexReport, TierReport, _embed_rows
+    from retriever.encode import BROKEN_AFTER, _embed_rows
+    from retriever.index import IndexReport, TierReport
 
     def run(texts: list[str]) -> tuple[int, list[bytes], str | None]:
         rows = [(bytes([i]), t) for i, t in enumerate(texts)]

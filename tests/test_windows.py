@@ -11,7 +11,8 @@ import psycopg
 import pytest
 
 from retriever.embed import EmbedderUnavailable
-from retriever.index import BROKEN_AFTER, IndexReport, TierReport, _with_windows
+from retriever.encode import BROKEN_AFTER, _with_windows
+from retriever.index import IndexReport, TierReport
 from retriever.vector import vector_search
 from retriever.windows import (
     MAX_WINDOWS,
