@@ -69,8 +69,6 @@ def _embed_rows(
 ) -> tuple[list[bytes], np.ndarray]:
     """Vectors for ``rows``; refused passages join ``refused`` (and ``read_nothing`` when
     the model read nothing in them: an all-zero vector)."""
-    import numpy as np
-
     texts = [r[1] for r in rows]
     try:
         return [r[0] for r in rows], embedder.embed(texts)
@@ -130,8 +128,6 @@ def _with_windows(
     going away stays pending; one with an invalid window vector is refused like one whose
     whole vector is. A window the model reads nothing in is left out alone (a fresh index
     leaves it out too)."""
-    import numpy as np
-
     kept = set(hashes)
     if callable(getattr(embedder, "embed_windows", None)):
         window_keys, window_vectors, failed, need = _pooled_windows(embedder, rows, kept, tier)
@@ -167,8 +163,6 @@ def _pooled_windows(
     (Model2Vec's ``embed_windows``: a passage tokenised and gathered once, not once per
     window), and how many windows each passage needs. A window the model reads nothing in
     is left out; a non-finite one refuses its passage."""
-    import numpy as np
-
     passages = []
     for h, context, body in rows:
         words = body.split()
@@ -202,8 +196,6 @@ def _window_vectors(
     """Vectors of ``items`` (hash, part, text), and the passages with an invalid one: all
     in one call, or one window at a time when some come back invalid. Sets ``tier.error``
     when the embedder is gone or keeps returning invalid vectors."""
-    import numpy as np
-
     if tier.error or not items:
         return [], None, set()
     try:

@@ -26,12 +26,9 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
-
-if TYPE_CHECKING:
-    pass
 
 from retriever import store
 from retriever.calibration_store import note_vault_change

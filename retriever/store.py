@@ -386,10 +386,8 @@ def model_row(conn: psycopg.Connection, fingerprint: str) -> tuple[int, int] | N
 def model_row_of(conn: psycopg.Connection, model_id: str) -> tuple[int, int] | None:
     """The latest model row stored for a model setting (its fingerprint unknown while the
     model is away): what status and health count vectors against meanwhile."""
-    row = conn.execute(
-        "SELECT id, dim FROM models WHERE model_id = %s ORDER BY id DESC LIMIT 1", (model_id,)
-    ).fetchone()
-    return (int(row[0]), int(row[1])) if row else None
+    stored = stored_model(conn, model_id)
+    return (stored[0], stored[2]) if stored else None
 
 
 def stored_model(conn: psycopg.Connection, model_id: str) -> tuple[int, str, int] | None:
