@@ -1289,6 +1289,47 @@ def test_hnsw_index_is_built_once_past_the_threshold_and_search_agrees(
     assert approx[:3] == exact[:3]  # the same best notes with the index in place
 
 
+def test_a_prepared_semantic_search_still_walks_the_hnsw_index(
+    make_app, vault_copy: Path, model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-lived process (MCP server, resident service) prepares a statement after its
+    fifth run on a connection, and Postgres then settles on a generic plan. The partial
+    HNSW index (WHERE model = <id>) must suit that plan too: with the model id as a
+    parameter it did not, and every semantic search became an exact scan."""
+    from retriever import index as index_module
+    from retriever.vector import vector_search
+
+    app = make_app(vault_copy, model=model_dir)
+    monkeypatch.setattr(index_module, "HNSW_THRESHOLD", 5)
+    assert app.index().errors == []
+    embedder, _ = app.embedder()
+    assert embedder is not None
+    query = embedder.embed(["backup snapshots"])[0]
+    scans = (
+        "SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_user_indexes"
+        " WHERE starts_with(indexrelname, 'embeddings_hnsw_m')"
+    )
+    with app.db.connection() as conn:
+        row = store.model_row(conn, embedder.fingerprint)
+        assert row is not None
+        before = conn.execute(scans).fetchone()
+        threshold = conn.prepare_threshold
+        conn.prepare_threshold = 0  # prepared at once, as after five runs
+        try:
+            conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            conn.execute("SET LOCAL enable_sort = off")  # a tiny table: no sort if avoidable
+            hits = vector_search(conn, *row, query, limit=5)
+        finally:
+            conn.prepare_threshold = threshold
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        conn.commit()
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        after = conn.execute(scans).fetchone()
+        conn.commit()
+    assert hits and before is not None and after is not None
+    assert after[0] > before[0]
+
+
 def test_pending_counts_agree_with_the_passages_that_lack_a_vector(
     make_app, vault_copy: Path, model_dir: Path
 ) -> None:
