@@ -50,7 +50,7 @@ from urllib.parse import unquote
 import yaml
 from markdown_it import MarkdownIt
 
-from retriever import md_rules
+from retriever import md_dispatch, md_rules
 
 CHUNKER_VERSION = "1"
 
@@ -94,6 +94,8 @@ class ParsedNote:
 _MD = MarkdownIt("commonmark", {"html": True}).enable("table").disable("inline")
 # Tables: the same decisions without a token per row and cell (see md_rules).
 _MD.block.ruler.at("table", md_rules.table, {"alt": ["paragraph", "reference"]})
+# Each line tries only the block rules that can match it (see md_dispatch).
+md_dispatch.dispatch_by_first_char(_MD)
 _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_FRONTMATTER_NODES = 100_000  # far beyond any real frontmatter, far below a YAML bomb
 
