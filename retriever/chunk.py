@@ -96,6 +96,9 @@ _MD = MarkdownIt("commonmark", {"html": True}).enable("table").disable("inline")
 _MD.block.ruler.at("table", md_rules.table, {"alt": ["paragraph", "reference"]})
 # Each line tries only the block rules that can match it (see md_dispatch).
 md_dispatch.dispatch_by_first_char(_MD)
+# markdown-it compiles a ruler's chains at their first use, and not atomically: two threads
+# parsing at once for the first time (the MCP server, the service) could get no tokens.
+_MD.core.ruler.getRules("")
 _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_FRONTMATTER_NODES = 100_000  # far beyond any real frontmatter, far below a YAML bomb
 

@@ -13,15 +13,16 @@ test_chunk.py checks them against the plain parser on generated and real notes).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from markdown_it import MarkdownIt
 from markdown_it.rules_block.state_block import StateBlock
 
 BlockRule = Callable[[StateBlock, int, int, bool], bool]
 
-# The first character (after the indent) a rule needs, as markdown-it-py 3.x/4.x checks it
-# before anything else. Rules not listed here are always tried.
+# The first character (after the indent) a rule needs: markdown-it-py 3.x/4.x checks it
+# right after its indented-code check, before touching the parser's state. The table
+# and code rules are told apart otherwise (see _may_match); every other rule not listed
+# here is always tried.
 FIRST_CHARS = {
     "fence": "`~",
     "blockquote": ">",
@@ -41,13 +42,18 @@ def dispatch_by_first_char(md: MarkdownIt) -> None:
     """Make ``md``'s block parser try, on each line, only the rules that can match it.
     Call once the rules are set up (a later change to the ruler is not seen)."""
     ruler = md.block.ruler
-    names = {rule.fn: rule.name for rule in ruler.__rules__}
+    names: dict[BlockRule, str] = {rule.fn: rule.name for rule in ruler.__rules__}
     plain = ruler.getRules
     chains = {chain: [_dispatcher(plain(chain), names)] for chain in CHAINS}
-    setattr(ruler, "getRules", lambda chain: chains.get(chain) or plain(chain))  # noqa: B010
+
+    def get_rules(chain: str = "") -> list[BlockRule]:
+        return chains.get(chain) or plain(chain)
+
+    # On the instance (mypy rejects assigning to a method): this parser only.
+    setattr(ruler, "getRules", get_rules)  # noqa: B010
 
 
-def _dispatcher(rules: Sequence[BlockRule], names: dict[Any, str]) -> BlockRule:
+def _dispatcher(rules: Sequence[BlockRule], names: dict[BlockRule, str]) -> BlockRule:
     """One rule standing for ``rules``: the first of them that matches, tried in order,
     skipping those the line cannot start."""
     tried: dict[tuple[str | None, bool, bool], tuple[BlockRule, ...]] = {}
@@ -77,7 +83,11 @@ def _dispatcher(rules: Sequence[BlockRule], names: dict[Any, str]) -> BlockRule:
 
 
 def _candidates(
-    rules: Sequence[BlockRule], names: dict[Any, str], char: str | None, pipe: bool, indented: bool
+    rules: Sequence[BlockRule],
+    names: dict[BlockRule, str],
+    char: str | None,
+    pipe: bool,
+    indented: bool,
 ) -> tuple[BlockRule, ...]:
     return tuple(r for r in rules if _may_match(names.get(r, ""), char, pipe, indented))
 

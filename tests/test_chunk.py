@@ -486,6 +486,14 @@ LINE_SHAPES = [
     "2) two",
     "10. ten",
     "1.no space",
+    "0. zero",
+    "3) three",
+    "4. four",
+    "5) five",
+    "6. six",
+    "7) seven",
+    "8. eight",
+    "9) nine",
     "> quote",
     ">> nested quote",
     "> - item in a quote",
@@ -531,8 +539,9 @@ def _tokens(md: Any, text: str) -> list[tuple[Any, ...]]:
 
 def test_dispatched_block_rules_give_the_plain_parsers_tokens() -> None:
     """md_dispatch only skips rules that would have returned False: on generated notes
-    mixing every block shape, at every indent and nesting, the tokens are the plain
-    parser's (same rules, tried in full on every line)."""
+    mixing every block shape, each line under one of several indents or container
+    prefixes, the tokens are the plain parser's (same rules, tried in full on every
+    line)."""
     from markdown_it import MarkdownIt
 
     from retriever import chunk, md_rules
@@ -547,3 +556,12 @@ def test_dispatched_block_rules_give_the_plain_parsers_tokens() -> None:
     ]
     differ = [n for n in notes if _tokens(chunk._MD, n) != _tokens(plain, n)]
     assert differ == []
+
+
+def test_the_parsers_rulers_are_compiled_before_any_parse() -> None:
+    """markdown-it compiles a ruler's chains at their first use, not atomically: threads
+    parsing for the first time at once could get no tokens. chunk compiles them at import."""
+    from retriever import chunk
+
+    assert chunk._MD.core.ruler.__cache__ is not None
+    assert chunk._MD.block.ruler.__cache__ is not None

@@ -1292,10 +1292,10 @@ def test_hnsw_index_is_built_once_past_the_threshold_and_search_agrees(
 def test_a_prepared_semantic_search_still_walks_the_hnsw_index(
     make_app, vault_copy: Path, model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A long-lived process (MCP server, resident service) prepares a statement after its
-    fifth run on a connection, and Postgres then settles on a generic plan. The partial
+    """A long-lived process (MCP server, resident service) prepares a statement from its
+    sixth run on a connection, and Postgres may then settle on a generic plan. The partial
     HNSW index (WHERE model = <id>) must suit that plan too: with the model id as a
-    parameter it did not, and every semantic search became an exact scan."""
+    parameter it did not, and such searches became exact scans."""
     from retriever import index as index_module
     from retriever.vector import vector_search
 
