@@ -62,6 +62,9 @@ WRITE_BATCH = 200  # notes per transaction in big runs (each note stays atomic)
 WRITE_BATCH_CHUNKS = 2000
 PARALLEL_THRESHOLD = 300  # below this many changed files, workers cost more than they save
 HNSW_THRESHOLD = 20_000  # exact cosine search is fast enough below this many vectors
+# Autovacuum's default analyze rule: this many changed rows plus this share of the table.
+ANALYZE_MIN_ROWS = 50
+ANALYZE_SHARE = 0.1
 # pgvector's default graph (m 16, ef_construction 64) gave recall@30 0.973-0.982 against
 # exact search on win32-17k, build to build (the parallel build is not deterministic);
 # ef_construction 128 gave 0.983-0.989 in seven builds out of eight (one, during a full
@@ -538,8 +541,9 @@ def _load_when_needed(conn: psycopg.Connection, job: TierJob, tier: TierReport) 
     if known is not None and not store.count_pending(conn, known[0]):
         conn.commit()
         job.current = True
-        # An earlier run may have stopped before building the HNSW index (Ctrl-C, kill):
-        # a catalog lookup when it is there.
+        # An earlier run may have stopped before building the HNSW index (Ctrl-C, kill),
+        # or an older version left the vectors without statistics: catalog lookups.
+        _analyze_vectors(conn, 0)
         _ensure_vector_index(conn, known[0], known[2])
         return
     conn.commit()
@@ -778,6 +782,7 @@ def _embed_pending(
             break
     tier.refused = len(refused)
     if not halt.is_set():  # an interrupted run must end promptly, not start an index build
+        _analyze_vectors(conn, tier.embedded)
         _ensure_vector_index(conn, model, embedder.dimension)
     return total - tier.embedded
 
@@ -814,6 +819,22 @@ def _encoded(
         return
     with pool:
         yield from pool.encoded(batches())
+
+
+def _analyze_vectors(conn: psycopg.Connection, stored: int) -> None:
+    """Planner statistics for the vector tables when they were never gathered, or when
+    this run stored as many vectors as autovacuum waits for (50 plus a tenth of the
+    table). A command's embedded server rarely lives to autovacuum's first look, and
+    without statistics the planner takes a model's vectors for a handful of rows: a
+    calibration or a long-lived process then settled on exact scans. Only the columns
+    plans filter on are read, not the vectors."""
+    row = conn.execute(
+        "SELECT reltuples FROM pg_class WHERE oid = 'embeddings'::regclass"
+    ).fetchone()
+    known = float(row[0]) if row else -1.0
+    if known < 0 or stored >= ANALYZE_MIN_ROWS + ANALYZE_SHARE * known:
+        conn.execute("ANALYZE embeddings (model, part), windows (model)")
+    conn.commit()
 
 
 def _ensure_vector_index(conn: psycopg.Connection, model: int, dim: int) -> None:

@@ -1289,6 +1289,42 @@ def test_hnsw_index_is_built_once_past_the_threshold_and_search_agrees(
     assert approx[:3] == exact[:3]  # the same best notes with the index in place
 
 
+def test_an_index_run_gives_the_planner_statistics_for_the_vectors(
+    make_app, vault_copy: Path, db_url: str, model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without them the planner takes a model's vectors for a handful of rows. The
+    command's embedded server rarely lives to autovacuum's first look, so the run that
+    stores the vectors analyzes their tables (last_analyze: ours, not autovacuum's); a
+    run that stores a few more does not."""
+    from retriever import index as index_module
+
+    analyzed = (
+        "SELECT relname, last_analyze FROM pg_stat_user_tables"
+        " WHERE relname IN ('embeddings', 'windows') ORDER BY relname"
+    )
+    app = make_app(vault_copy, model=model_dir)
+    assert app.index().passages_embedded > 0
+    first = dict(query(db_url, analyzed))
+    assert set(first) == {"embeddings", "windows"} and None not in first.values()
+    rows = scalar(db_url, "SELECT reltuples FROM pg_class WHERE relname = 'embeddings'")
+    assert rows == scalar(db_url, "SELECT count(*) FROM embeddings")
+
+    monkeypatch.setattr(index_module, "ANALYZE_MIN_ROWS", 10**6)  # a small change
+    (vault_copy / "new.md").write_text("# New\n\nA passage of its own to embed.\n", "utf-8")
+    assert app.index().passages_embedded == 1
+    assert dict(query(db_url, analyzed)) == first
+
+    # Vectors an older version stored and never analyzed: a run with nothing to embed
+    # gathers the statistics, also in a new process, which does not load the model.
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("UPDATE pg_class SET reltuples = -1 WHERE relname = 'embeddings'")
+    report = make_app(vault_copy, model=model_dir).index()
+    assert report.passages_embedded == 0 and report.files_changed == 0
+    now = scalar(db_url, "SELECT reltuples FROM pg_class WHERE relname = 'embeddings'")
+    assert isinstance(now, float) and now >= 0
+    assert dict(query(db_url, analyzed))["embeddings"] > first["embeddings"]
+
+
 def test_a_prepared_semantic_search_still_walks_the_hnsw_index(
     make_app, vault_copy: Path, model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
