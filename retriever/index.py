@@ -65,6 +65,7 @@ HNSW_THRESHOLD = 20_000  # exact cosine search is fast enough below this many ve
 # Autovacuum's default analyze rule: this many changed rows plus this share of the table.
 ANALYZE_MIN_ROWS = 50
 ANALYZE_SHARE = 0.1
+NOTE_TABLES = "chunks, passages, documents"  # what a note's text and place fill
 # pgvector's default graph (m 16, ef_construction 64) gave recall@30 0.973-0.982 against
 # exact search on win32-17k, build to build (the parallel build is not deterministic);
 # ef_construction 128 gave 0.983-0.989 in seven builds out of eight (one, during a full
@@ -447,8 +448,11 @@ def _apply(run: _Run, conn: psycopg.Connection, plan: _Plan) -> list[str]:
         # Every lexicon and links row was updated once (counts, targets): rewrite both
         # without the dead versions, and give the planner statistics for the new data.
         store.compact(conn, ["links", "lexicon"])
-        conn.execute("ANALYZE chunks, passages, documents")
+        conn.execute(f"ANALYZE {NOTE_TABLES}")
         conn.commit()
+    elif written or plan.deleted:
+        changed = report.chunks_added + report.chunks_removed
+        _keep_statistics(conn, "chunks", changed, f"{NOTE_TABLES}, lexicon, links")
     run.lap("links")
     if len(written) >= PARALLEL_THRESHOLD:  # a big run; a small one has little to hand back
         release_memory()
@@ -822,18 +826,24 @@ def _encoded(
 
 
 def _analyze_vectors(conn: psycopg.Connection, stored: int) -> None:
-    """Planner statistics for the vector tables when they were never gathered, or when
-    this run stored as many vectors as autovacuum waits for (50 plus a tenth of the
-    table). A command's embedded server rarely lives to autovacuum's first look, and
-    without statistics the planner takes a model's vectors for a handful of rows: a
-    calibration or a long-lived process then settled on exact scans. Only the columns
-    plans filter on are read, not the vectors."""
+    """Planner statistics for the vector tables (see ``_keep_statistics``). Without them
+    the planner takes a model's vectors for a handful of rows, and a calibration or a
+    long-lived process settled on exact scans. Only the columns plans filter on are read,
+    not the vectors."""
+    _keep_statistics(conn, "embeddings", stored, "embeddings (model, part), windows (model)")
+
+
+def _keep_statistics(conn: psycopg.Connection, table: str, changed: int, targets: str) -> None:
+    """ANALYZE ``targets`` when ``table`` was never analyzed or this run changed as many
+    of its rows as autovacuum waits for (50 plus a tenth of the table). A command's
+    embedded server rarely lives to autovacuum's first look, so without this a vault
+    grown by short runs kept the statistics of its first index."""
     row = conn.execute(
-        "SELECT reltuples FROM pg_class WHERE oid = 'embeddings'::regclass"
+        "SELECT reltuples FROM pg_class WHERE oid = %s::regclass", (table,)
     ).fetchone()
     known = float(row[0]) if row else -1.0
-    if known < 0 or stored >= ANALYZE_MIN_ROWS + ANALYZE_SHARE * known:
-        conn.execute("ANALYZE embeddings (model, part), windows (model)")
+    if known < 0 or changed >= ANALYZE_MIN_ROWS + ANALYZE_SHARE * known:
+        conn.execute(f"ANALYZE {targets}")
     conn.commit()
 
 

@@ -30,7 +30,7 @@ from retriever.app import Retriever
 from retriever.config import Settings
 from retriever.db import Database
 from retriever.embed import Embedder
-from retriever.index import PARALLEL_THRESHOLD
+from retriever.index import ANALYZE_MIN_ROWS, ANALYZE_SHARE, PARALLEL_THRESHOLD
 from retriever.lexical import weighted_terms
 from retriever.prepare import embedding_input
 from retriever.scan import ALWAYS_EXCLUDED_DIRS
@@ -1323,6 +1323,34 @@ def test_an_index_run_gives_the_planner_statistics_for_the_vectors(
     now = scalar(db_url, "SELECT reltuples FROM pg_class WHERE relname = 'embeddings'")
     assert isinstance(now, float) and now >= 0
     assert dict(query(db_url, analyzed))["embeddings"] > first["embeddings"]
+
+
+def test_a_vault_grown_by_later_runs_gets_fresh_statistics(
+    make_app, vault_copy: Path, db_url: str
+) -> None:
+    """The first index analyzes what it loaded; a later run that adds as many chunks as
+    autovacuum waits for (50 plus a tenth) analyzes the notes' tables again, since a
+    command's server rarely lives to autovacuum's first look; a one-note edit does not."""
+    analyzed = (
+        "SELECT relname, last_analyze FROM pg_stat_user_tables WHERE relname IN"
+        " ('chunks', 'passages', 'documents', 'lexicon', 'links') ORDER BY relname"
+    )
+    app = make_app(vault_copy)
+    app.index()
+    first = dict(query(db_url, analyzed))
+    assert len(first) == 5 and None not in first.values()
+    chunks = scalar(db_url, "SELECT count(*) FROM chunks")
+    assert isinstance(chunks, int)
+    grown = int(ANALYZE_MIN_ROWS + ANALYZE_SHARE * chunks) + 1  # one chunk each
+    for i in range(grown):
+        (vault_copy / f"grown-{i}.md").write_text(f"# Grown {i}\n\nNote {i} of many.\n", "utf-8")
+    assert app.index().chunks_added == grown
+    second = dict(query(db_url, analyzed))
+    assert [t for t in first if not second[t] > first[t]] == []
+
+    (vault_copy / "grown-0.md").write_text("# Grown 0\n\nEdited once.\n", "utf-8")
+    assert app.index().files_changed == 1
+    assert dict(query(db_url, analyzed)) == second
 
 
 def test_a_prepared_semantic_search_still_walks_the_hnsw_index(
