@@ -41,6 +41,7 @@ from retriever.encode import Encoded, Rows, encode_batch
 from retriever.lexical import NORMALISER_VERSION
 from retriever.lifeline import bind_to_owner, start_fork_server
 from retriever.links import LinkResolver
+from retriever.planner_stats import NOTE_TABLES, analyze_vectors, keep_statistics
 from retriever.prepare import (
     PreparedDoc,
     PrepareJob,
@@ -62,10 +63,6 @@ WRITE_BATCH = 200  # notes per transaction in big runs (each note stays atomic)
 WRITE_BATCH_CHUNKS = 2000
 PARALLEL_THRESHOLD = 300  # below this many changed files, workers cost more than they save
 HNSW_THRESHOLD = 20_000  # exact cosine search is fast enough below this many vectors
-# Autovacuum's default analyze rule: this many changed rows plus this share of the table.
-ANALYZE_MIN_ROWS = 50
-ANALYZE_SHARE = 0.1
-NOTE_TABLES = "chunks, passages, documents"  # what a note's text and place fill
 # pgvector's default graph (m 16, ef_construction 64) gave recall@30 0.973-0.982 against
 # exact search on win32-17k, build to build (the parallel build is not deterministic);
 # ef_construction 128 gave 0.983-0.989 in seven builds out of eight (one, during a full
@@ -448,11 +445,11 @@ def _apply(run: _Run, conn: psycopg.Connection, plan: _Plan) -> list[str]:
         # Every lexicon and links row was updated once (counts, targets): rewrite both
         # without the dead versions, and give the planner statistics for the new data.
         store.compact(conn, ["links", "lexicon"])
-        conn.execute(f"ANALYZE {NOTE_TABLES}")
+        conn.execute("ANALYZE chunks, passages, documents")
         conn.commit()
-    elif written or plan.deleted:
+    elif (written or plan.deleted) and not run.halt.is_set():
         changed = report.chunks_added + report.chunks_removed
-        _keep_statistics(conn, "chunks", changed, f"{NOTE_TABLES}, lexicon, links")
+        keep_statistics(conn, "chunks", changed, NOTE_TABLES)
     run.lap("links")
     if len(written) >= PARALLEL_THRESHOLD:  # a big run; a small one has little to hand back
         release_memory()
@@ -547,7 +544,7 @@ def _load_when_needed(conn: psycopg.Connection, job: TierJob, tier: TierReport) 
         job.current = True
         # An earlier run may have stopped before building the HNSW index (Ctrl-C, kill),
         # or an older version left the vectors without statistics: catalog lookups.
-        _analyze_vectors(conn, 0)
+        analyze_vectors(conn, 0)
         _ensure_vector_index(conn, known[0], known[2])
         return
     conn.commit()
@@ -786,7 +783,7 @@ def _embed_pending(
             break
     tier.refused = len(refused)
     if not halt.is_set():  # an interrupted run must end promptly, not start an index build
-        _analyze_vectors(conn, tier.embedded)
+        analyze_vectors(conn, tier.embedded)
         _ensure_vector_index(conn, model, embedder.dimension)
     return total - tier.embedded
 
@@ -823,28 +820,6 @@ def _encoded(
         return
     with pool:
         yield from pool.encoded(batches())
-
-
-def _analyze_vectors(conn: psycopg.Connection, stored: int) -> None:
-    """Planner statistics for the vector tables (see ``_keep_statistics``). Without them
-    the planner takes a model's vectors for a handful of rows, and a calibration or a
-    long-lived process settled on exact scans. Only the columns plans filter on are read,
-    not the vectors."""
-    _keep_statistics(conn, "embeddings", stored, "embeddings (model, part), windows (model)")
-
-
-def _keep_statistics(conn: psycopg.Connection, table: str, changed: int, targets: str) -> None:
-    """ANALYZE ``targets`` when ``table`` was never analyzed or this run changed as many
-    of its rows as autovacuum waits for (50 plus a tenth of the table). A command's
-    embedded server rarely lives to autovacuum's first look, so without this a vault
-    grown by short runs kept the statistics of its first index."""
-    row = conn.execute(
-        "SELECT reltuples FROM pg_class WHERE oid = %s::regclass", (table,)
-    ).fetchone()
-    known = float(row[0]) if row else -1.0
-    if known < 0 or changed >= ANALYZE_MIN_ROWS + ANALYZE_SHARE * known:
-        conn.execute(f"ANALYZE {targets}")
-    conn.commit()
 
 
 def _ensure_vector_index(conn: psycopg.Connection, model: int, dim: int) -> None:

@@ -30,8 +30,9 @@ from retriever.app import Retriever
 from retriever.config import Settings
 from retriever.db import Database
 from retriever.embed import Embedder
-from retriever.index import ANALYZE_MIN_ROWS, ANALYZE_SHARE, PARALLEL_THRESHOLD
+from retriever.index import PARALLEL_THRESHOLD
 from retriever.lexical import weighted_terms
+from retriever.planner_stats import ANALYZE_MIN_ROWS, ANALYZE_SHARE
 from retriever.prepare import embedding_input
 from retriever.scan import ALWAYS_EXCLUDED_DIRS
 from retriever.windows import embedding_windows, unpack_windows
@@ -1289,14 +1290,20 @@ def test_hnsw_index_is_built_once_past_the_threshold_and_search_agrees(
     assert approx[:3] == exact[:3]  # the same best notes with the index in place
 
 
+def _statistics_rows(url: str, table: str) -> int:
+    n = scalar(url, "SELECT count(*) FROM pg_stats WHERE tablename = %s", (table,))
+    assert isinstance(n, int)
+    return n
+
+
 def test_an_index_run_gives_the_planner_statistics_for_the_vectors(
     make_app, vault_copy: Path, db_url: str, model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without them the planner takes a model's vectors for a handful of rows. The
+    """Without them the planner takes a model's vectors for a handful of rows. A
     command's embedded server rarely lives to autovacuum's first look, so the run that
     stores the vectors analyzes their tables (last_analyze: ours, not autovacuum's); a
     run that stores a few more does not."""
-    from retriever import index as index_module
+    from retriever import planner_stats
 
     analyzed = (
         "SELECT relname, last_analyze FROM pg_stat_user_tables"
@@ -1309,48 +1316,83 @@ def test_an_index_run_gives_the_planner_statistics_for_the_vectors(
     rows = scalar(db_url, "SELECT reltuples FROM pg_class WHERE relname = 'embeddings'")
     assert rows == scalar(db_url, "SELECT count(*) FROM embeddings")
 
-    monkeypatch.setattr(index_module, "ANALYZE_MIN_ROWS", 10**6)  # a small change
+    monkeypatch.setattr(planner_stats, "ANALYZE_MIN_ROWS", 10**6)  # a small change
     (vault_copy / "new.md").write_text("# New\n\nA passage of its own to embed.\n", "utf-8")
     assert app.index().passages_embedded == 1
     assert dict(query(db_url, analyzed)) == first
 
-    # Vectors an older version stored and never analyzed: a run with nothing to embed
-    # gathers the statistics, also in a new process, which does not load the model.
+    # Vectors an older version stored and never analyzed (an index build counted the
+    # rows, no statistics): a run with nothing to embed, in a new process, which does not
+    # load the model, gathers them.
     with psycopg.connect(db_url, autocommit=True) as conn:
-        conn.execute("UPDATE pg_class SET reltuples = -1 WHERE relname = 'embeddings'")
+        conn.execute("DELETE FROM pg_statistic WHERE starelid = 'embeddings'::regclass")
+    assert _statistics_rows(db_url, "embeddings") == 0
     report = make_app(vault_copy, model=model_dir).index()
     assert report.passages_embedded == 0 and report.files_changed == 0
-    now = scalar(db_url, "SELECT reltuples FROM pg_class WHERE relname = 'embeddings'")
-    assert isinstance(now, float) and now >= 0
+    assert _statistics_rows(db_url, "embeddings") > 0
     assert dict(query(db_url, analyzed))["embeddings"] > first["embeddings"]
 
 
-def test_a_vault_grown_by_later_runs_gets_fresh_statistics(
+def test_a_vault_changed_by_later_runs_gets_fresh_statistics(
     make_app, vault_copy: Path, db_url: str
 ) -> None:
-    """The first index analyzes what it loaded; a later run that adds as many chunks as
-    autovacuum waits for (50 plus a tenth) analyzes the notes' tables again, since a
-    command's server rarely lives to autovacuum's first look; a one-note edit does not."""
+    """The first index analyzes what it loaded. A later run that adds or removes 50
+    chunks plus a tenth of them analyzes the notes' tables again (a command's server
+    rarely lives to autovacuum's first look); a run that changes fewer does not."""
     analyzed = (
         "SELECT relname, last_analyze FROM pg_stat_user_tables WHERE relname IN"
         " ('chunks', 'passages', 'documents', 'lexicon', 'links') ORDER BY relname"
     )
+
+    def due() -> int:  # the changed chunks that call for statistics now
+        chunks = scalar(db_url, "SELECT count(*) FROM chunks")
+        assert isinstance(chunks, int)
+        return int(ANALYZE_MIN_ROWS + ANALYZE_SHARE * chunks) + 1
+
     app = make_app(vault_copy)
     app.index()
     first = dict(query(db_url, analyzed))
     assert len(first) == 5 and None not in first.values()
-    chunks = scalar(db_url, "SELECT count(*) FROM chunks")
-    assert isinstance(chunks, int)
-    grown = int(ANALYZE_MIN_ROWS + ANALYZE_SHARE * chunks) + 1  # one chunk each
+    grown = 2 * due()  # one chunk each
     for i in range(grown):
         (vault_copy / f"grown-{i}.md").write_text(f"# Grown {i}\n\nNote {i} of many.\n", "utf-8")
     assert app.index().chunks_added == grown
     second = dict(query(db_url, analyzed))
     assert [t for t in first if not second[t] > first[t]] == []
 
-    (vault_copy / "grown-0.md").write_text("# Grown 0\n\nEdited once.\n", "utf-8")
-    assert app.index().files_changed == 1
+    # Edits replace each note's chunk: 2 changed rows a note, over 50, under the share.
+    edited = ANALYZE_MIN_ROWS // 2 + 1
+    assert 2 * edited < due()
+    for i in range(edited):
+        (vault_copy / f"grown-{i}.md").write_text(f"# Grown {i}\n\nEdited {i}.\n", "utf-8")
+    assert app.index().files_changed == edited
     assert dict(query(db_url, analyzed)) == second
+
+    removed = due()  # removing as many analyzes too (under half the notes: no --force)
+    for i in range(removed):
+        (vault_copy / f"grown-{i}.md").unlink()
+    assert app.index().chunks_removed == removed
+    assert dict(query(db_url, analyzed))["chunks"] > second["chunks"]
+
+
+def test_statistics_that_cannot_be_gathered_never_fail_the_run(
+    make_app,
+    vault_copy: Path,
+    db_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An ANALYZE that fails (a lock or statement timeout on a shared server; here a
+    table that is not there) is a warning: the run's notes and links are kept."""
+    from retriever import index as index_module
+
+    monkeypatch.setattr(index_module, "NOTE_TABLES", "no_such_table")
+    with caplog.at_level(logging.WARNING, logger="retriever.index"):
+        report = make_app(vault_copy).index()
+    assert report.errors == [] and report.files_changed > 0
+    assert "could not gather planner statistics for chunks" in caplog.text
+    assert scalar(db_url, "SELECT count(*) FROM documents") == report.files_changed
+    assert scalar(db_url, "SELECT count(*) FROM links WHERE resolved IS NOT NULL") > 0
 
 
 def test_a_prepared_semantic_search_still_walks_the_hnsw_index(

@@ -1,0 +1,63 @@
+"""Planner statistics for the tables an index run changes.
+
+Autovacuum gathers them after a one-minute nap, and a command's embedded server rarely
+lives that long (the resident service's does). Without them the planner took a model's
+vectors for a handful of rows, and a prepared statement's generic plan became an exact
+scan. So an index run analyzes a table that holds rows but has no statistics (a first
+index, or an index built by a version that never analyzed it), and one that the run
+changed by autovacuum's default threshold: 50 rows plus a tenth of the table. Slower
+growth over many short runs is left to autovacuum, in the service or the next long run.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import psycopg
+
+log = logging.getLogger("retriever.index")
+
+ANALYZE_MIN_ROWS = 50
+ANALYZE_SHARE = 0.1
+# The notes' tables after a run that rewrote many chunks (the first, bulk, load analyzes
+# its own).
+NOTE_TABLES = "chunks, passages, documents, lexicon, links"
+
+
+def analyze_vectors(conn: psycopg.Connection, stored: int) -> None:
+    """After an embedding pass that stored ``stored`` whole-passage vectors. Only the
+    columns plans filter and join on get statistics (the vectors would be costly)."""
+    keep_statistics(conn, "embeddings", stored, "embeddings (model, part, hash)")
+    keep_statistics(conn, "windows", stored, "windows (model, hash)")
+
+
+def keep_statistics(conn: psycopg.Connection, table: str, changed: int, targets: str) -> None:
+    """ANALYZE ``targets`` when ``table`` needs it (see the module's docstring), in a
+    transaction of its own: statistics are never worth failing an index run for."""
+    try:
+        if _due(conn, table, changed):
+            conn.commit()  # what the run wrote is kept whatever happens below
+            conn.execute(f"ANALYZE {targets}")
+        conn.commit()
+    except psycopg.Error as exc:  # a lock or statement timeout on a shared server
+        conn.rollback()
+        log.warning("could not gather planner statistics for %s: %s", table, exc)
+
+
+def _due(conn: psycopg.Connection, table: str, changed: int) -> bool:
+    row = conn.execute(
+        f"""
+        SELECT c.reltuples,
+            EXISTS (SELECT 1 FROM pg_stats s
+                    WHERE s.schemaname = n.nspname AND s.tablename = c.relname),
+            EXISTS (SELECT 1 FROM {table})
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE c.oid = %s::regclass
+        """,
+        (table,),
+    ).fetchone()
+    if row is None:
+        return False
+    rows = max(float(row[0]), 0.0)  # -1: never counted (0 before PostgreSQL 14)
+    has_statistics, filled = bool(row[1]), bool(row[2])
+    return (filled and not has_statistics) or changed >= ANALYZE_MIN_ROWS + ANALYZE_SHARE * rows
