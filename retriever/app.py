@@ -405,14 +405,20 @@ class Retriever:
             # One snapshot for the search's many statements: a re-index committing
             # meanwhile must not remove the chunks it has just ranked.
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            result = self._search_tiers(conn, cleaned, opts, db.spare)
+            gen = self._searcher.generation(conn)
+            result = self._search_tiers(conn, cleaned, opts, db.spare, gen)
             conn.commit()
         self._searcher.warm_titles(db.spare, eager=self.long_lived)
         result.refreshed_files = refreshed
         return result
 
     def _search_tiers(
-        self, conn: psycopg.Connection, cleaned: list[str], opts: SearchOptions, spare: Spare
+        self,
+        conn: psycopg.Connection,
+        cleaned: list[str],
+        opts: SearchOptions,
+        spare: Spare,
+        gen: store.Generation,
     ) -> SearchResult:
         """Search with the best embedding tier that can answer. A tier that fails while
         embedding the query is marked down and the next one answers the same search: no
@@ -420,13 +426,15 @@ class Retriever:
         vault = self.settings.resolved_vault()
         if opts.mode == "lexical":
             result, _ = self._searcher.search(
-                conn, cleaned, opts, vault=vault, embedder=None, embed_error=None
+                conn, cleaned, opts, vault=vault, embedder=None, embed_error=None, gen=gen
             )
             return result
         skip: dict[str, str] = {}
         kept: Choice | None = None  # a tier with no valid query vector, if no other answers
         for _ in range(len(self.tiers.tiers) + 1):
-            choice = self.tiers.choose(lambda e: self._searcher.pending_vectors(conn, e), skip=skip)
+            choice = self.tiers.choose(
+                lambda e: self._searcher.pending_vectors(conn, e, gen), skip=skip
+            )
             if choice.embedder is None or choice.tier is None:
                 choice = kept or choice
                 break
@@ -449,6 +457,7 @@ class Retriever:
             embedder=choice.embedder,
             embed_error=choice.error,
             spare=spare,
+            gen=gen,
         )
         if failure and choice.tier is not None:
             choice.tier.failed(failure, choice.embedder)

@@ -6,6 +6,7 @@ Kept apart from the calibration run itself so that the search path imports only 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,12 +113,19 @@ class CalibrationCache:
         self._stamps: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
-    def get(self, conn: psycopg.Connection, key: str) -> Calibration | None:
-        row = conn.execute(
-            "SELECT created_at::text FROM calibrations WHERE model = %s AND version = %s",
-            (key, CALIBRATION_VERSION),
-        ).fetchone()
-        stamp = row[0] if row else None
+    def get(
+        self, conn: psycopg.Connection, key: str, stamps: Mapping[str, str] | None = None
+    ) -> Calibration | None:
+        """``stamps``: every calibration's timestamp, if the caller has read them
+        (store.read_generation), else read here."""
+        if stamps is None:
+            row = conn.execute(
+                "SELECT created_at::text FROM calibrations WHERE model = %s AND version = %s",
+                (key, CALIBRATION_VERSION),
+            ).fetchone()
+            stamp = row[0] if row else None
+        else:
+            stamp = stamps.get(key)
         with self._lock:
             if key in self._items and self._stamps.get(key) == stamp:
                 return self._items[key]

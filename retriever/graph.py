@@ -27,11 +27,11 @@ class LinkGraph:
         self._stamp: tuple[int, ...] = ()
         self._lock = threading.Lock()
 
-    def get(self, conn: psycopg.Connection) -> nx.Graph:
+    def get(self, conn: psycopg.Connection, gen: store.Generation | None = None) -> nx.Graph:
         # Every index run stamps meta.last_index: look at the links only after one, and
-        # rebuild only when they moved (an edit mostly rewrites the same links).
-        row = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()
-        generation = str(row[0]) if row else None
+        # rebuild only when they moved (an edit mostly rewrites the same links). ``gen``:
+        # as the caller read it, else read here.
+        generation = gen.index if gen is not None else store.index_generation(conn)
         with self._lock:
             if generation != self._generation:
                 stamp = store.links_stamp(conn)

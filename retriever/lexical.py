@@ -16,9 +16,10 @@ import functools
 import math
 import re
 import sys
+import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -226,7 +227,7 @@ def _score_sql(n_terms: int, extra: str, position: str, *, skip_seen: bool = Fal
         for i in range(n_terms)
     )
     return f"""
-SELECT t.id AS key, {score} AS score
+SELECT t.id AS key, {score} AS score, t.doc_id
 FROM chunks t
 CROSS JOIN LATERAL (
     SELECT {tfs}, (1 - %(b)s + %(b)s * t.len / %(avg)s) AS nrm OFFSET 0  -- each tf once
@@ -277,9 +278,65 @@ def _stats(conn: psycopg.Connection, terms: Sequence[str]) -> _Stats:
     return _Stats(float(n), float(avg or 1.0), found, position or "array_position")
 
 
-def term_idf(conn: psycopg.Connection, terms: Sequence[str]) -> tuple[dict[str, float], float]:
-    """(IDF over passages of each known term, the IDF of a term no passage holds)."""
-    stats = _stats(conn, terms)
+StatsLookup = Callable[["psycopg.Connection", Sequence[str]], _Stats]
+
+
+class TermStatsCache:
+    """The corpus statistics and terms' ids and dfs of one index generation, kept across
+    searches: a search needs its terms' statistics up to three times (BM25, the title
+    arm, the share of unknown words), and common words recur from query to query. Reset
+    when the generation moves (every index run stamps it); a term no passage holds is
+    kept as such. Bounded: past MAX_TERMS it starts over."""
+
+    MAX_TERMS = 200_000
+
+    def __init__(self) -> None:
+        self._generation: str | None = None
+        self._corpus: tuple[float, float, str] | None = None  # n, avg, position
+        self._terms: dict[str, tuple[int, int] | None] = {}
+        self._lock = threading.Lock()
+
+    def lookup(self, generation: str | None) -> StatsLookup:
+        """``_stats`` through this cache for one generation (None: no index run yet,
+        nothing to key by: every call reads)."""
+
+        def stats(conn: psycopg.Connection, terms: Sequence[str]) -> _Stats:
+            return (
+                self._stats(conn, terms, generation)
+                if generation is not None
+                else _stats(conn, terms)
+            )
+
+        return stats
+
+    def _stats(self, conn: psycopg.Connection, terms: Sequence[str], generation: str) -> _Stats:
+        with self._lock:
+            if generation != self._generation:
+                self._generation, self._corpus, self._terms = generation, None, {}
+            corpus = self._corpus
+            known = {t: self._terms[t] for t in terms if t in self._terms}
+        missing = [t for t in dict.fromkeys(terms) if t not in known]
+        if missing or corpus is None:
+            read = _stats(conn, missing)
+            corpus = (read.n, read.avg, read.position)
+            fresh = {t: read.found.get(t) for t in missing}
+            known.update(fresh)
+            with self._lock:
+                if generation == self._generation:
+                    if len(self._terms) + len(fresh) > self.MAX_TERMS:
+                        self._terms = {}
+                    self._corpus = corpus
+                    self._terms.update(fresh)
+        found = {t: hit for t in terms if (hit := known.get(t)) is not None}
+        return _Stats(corpus[0], corpus[1], found, corpus[2])
+
+
+def term_idf(
+    conn: psycopg.Connection, terms: Sequence[str], lookup: StatsLookup | None = None
+) -> tuple[dict[str, float], float]:
+    """(IDF over passages of each known term, the IDF of a term no passage holds);
+    ``lookup``: where the statistics come from (a TermStatsCache's), else read."""
+    stats = (lookup or _stats)(conn, terms)
     return {t: idf(stats.n, float(df)) for t, (_, df) in stats.found.items()}, idf(stats.n, 0.0)
 
 
@@ -293,8 +350,11 @@ def bm25_search(
     extra_params: dict[str, object] | None = None,
     candidate_cap: int = 4000,
     widen_cap: int = 8_000,
+    owners: dict[int, int] | None = None,
+    lookup: StatsLookup | None = None,
 ) -> list[tuple[int, float]]:
-    """Exact top-``limit`` Okapi BM25 over chunks, scored in SQL.
+    """Exact top-``limit`` Okapi BM25 over chunks, scored in SQL (``owners`` gains each
+    returned chunk's document id; ``lookup``: see ``term_idf``).
 
     MaxScore-style pruning keeps it fast without changing the answer: candidates first come
     only from the rarer ("essential") terms; if the best ``limit`` scores found that way
@@ -302,7 +362,7 @@ def bm25_search(
     """
     if not query or limit <= 0:
         return []
-    stats = _stats(conn, list(query))
+    stats = (lookup or _stats)(conn, list(query))
     n, found = stats.n, stats.found
     dfs = {t: df for t, (_, df) in found.items()}
     present = [t for t in query if t in dfs]
@@ -341,6 +401,8 @@ def bm25_search(
                 seen = [found[t][0] for t in first]
                 more = _unseen(conn, stats, len(present), extra_sql, base, new, seen)
                 rows = sorted([*rows, *more], key=lambda r: (-float(r[1]), int(r[0])))[:limit]
+    if owners is not None:
+        owners.update((int(r[0]), int(r[2])) for r in rows)
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
@@ -352,7 +414,7 @@ def _unseen(
     params: dict[str, object],
     new: list[int],
     seen: list[int],
-) -> list[tuple[int, float]]:
+) -> list[tuple[int, float, int]]:
     """Widening: the top chunks holding a ``new`` term but no ``seen`` one. The first pass
     scored every chunk holding a ``seen`` term in full, so it is not scored again; its top
     list merged with this one is the top list of one pass over both (same floats)."""

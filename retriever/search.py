@@ -30,11 +30,19 @@ from retriever.absence import (
     unknown_share,
 )
 from retriever.budget import allocate, estimate_tokens
-from retriever.calibration_store import LEXICAL_KEY, CalibrationCache
+from retriever.calibration_store import CALIBRATION_VERSION, LEXICAL_KEY, CalibrationCache
 from retriever.doc_filter import DocFilter
 from retriever.embed import Embedder, EmbedderError, ZeroVectorError
 from retriever.graph import LinkGraph, random_walk_scores
-from retriever.lexical import BM25Params, bm25_search, named_words, query_terms, term_idf
+from retriever.lexical import (
+    BM25Params,
+    StatsLookup,
+    TermStatsCache,
+    bm25_search,
+    named_words,
+    query_terms,
+    term_idf,
+)
 from retriever.query_input import (
     MODES,
     Mode,
@@ -226,15 +234,34 @@ class Searcher:
         self.graph = LinkGraph()
         self.titles = TitleCache()
         self.calibrations = CalibrationCache()
+        self.terms = TermStatsCache()
         self._pending: dict[int, tuple[str, int | None]] = {}  # model -> (generation, n)
+        # fingerprint -> (vectors generation, model row): rows change only in index runs
+        self._models: dict[str, tuple[str, tuple[int, int] | None]] = {}
         self._workers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="retriever-arm")
         self.warming: Future[None] | None = None  # the last title warm-up (see warm_titles)
 
-    def _pending_vectors(self, conn: psycopg.Connection, model: int) -> int | None:
+    def generation(self, conn: psycopg.Connection) -> store.Generation:
+        """What this process's caches are checked against (one round trip per search)."""
+        return store.read_generation(conn, CALIBRATION_VERSION)
+
+    def _model_row(
+        self, conn: psycopg.Connection, fingerprint: str, gen: store.Generation
+    ) -> tuple[int, int] | None:
+        cached = self._models.get(fingerprint)
+        if cached is not None and cached[0] == gen.vectors:
+            return cached[1]
+        row = store.model_row(conn, fingerprint)
+        self._models[fingerprint] = (gen.vectors, row)
+        return row
+
+    def _pending_vectors(
+        self, conn: psycopg.Connection, model: int, gen: store.Generation
+    ) -> int | None:
         """Passages without a vector for ``model`` (None: no vector at all), recounted only
         after an index run or an embedding pass: the anti-join is too costly for every
         search."""
-        generation = store.vectors_generation(conn)
+        generation = gen.vectors
         cached = self._pending.get(model)
         if cached is not None and cached[0] == generation:
             return cached[1]
@@ -242,19 +269,29 @@ class Searcher:
         self._pending[model] = (generation, count)
         return count
 
-    def pending_vectors(self, conn: psycopg.Connection, embedder: Embedder) -> int | None:
-        """Passages without this model's vector; None when it has no vector at all."""
-        model = store.model_row(conn, embedder.fingerprint)
-        return self._pending_vectors(conn, model[0]) if model else None
+    def pending_vectors(
+        self, conn: psycopg.Connection, embedder: Embedder, gen: store.Generation | None = None
+    ) -> int | None:
+        """Passages without this model's vector; None when it has no vector at all.
+        ``gen``: as the caller read it in this transaction, else read here."""
+        gen = gen or self.generation(conn)
+        model = self._model_row(conn, embedder.fingerprint, gen)
+        return self._pending_vectors(conn, model[0], gen) if model else None
 
     def semantic_model(
-        self, conn: psycopg.Connection, embedder: Embedder | None, embed_error: str | None
+        self,
+        conn: psycopg.Connection,
+        embedder: Embedder | None,
+        embed_error: str | None,
+        gen: store.Generation | None = None,
     ) -> tuple[tuple[int, int] | None, str | None]:
-        """(model row, degraded reason) for the semantic arm; no row: lexical only."""
+        """(model row, degraded reason) for the semantic arm; no row: lexical only.
+        ``gen``: as the caller read it in this transaction, else read here."""
         if embedder is None:
             return None, f"embedder unavailable: {embed_error or 'no model configured'}"
-        model = store.model_row(conn, embedder.fingerprint)
-        pending = self._pending_vectors(conn, model[0]) if model else None
+        gen = gen or self.generation(conn)
+        model = self._model_row(conn, embedder.fingerprint, gen)
+        pending = self._pending_vectors(conn, model[0], gen) if model else None
         if model is None or pending is None:
             return None, "no passage has a vector for the current model yet (run index)"
         if pending:
@@ -275,14 +312,18 @@ class Searcher:
         embedder: Embedder | None,
         embed_error: str | None,
         spare: Spare | None = None,
+        gen: store.Generation | None = None,
     ) -> tuple[SearchResult, str | None]:
         """Returns the result and, if the embedder failed mid-search, its error.
-        ``spare``: a second connection's source, for the arms to run side by side."""
+        ``spare``: a second connection's source, for the arms to run side by side.
+        ``gen``: as the caller read it in this transaction, else read here."""
         check_options(opts)
         started = time.perf_counter()
-        sem = self._semantic(conn, queries, opts.mode, embedder, embed_error)
+        gen = gen or self.generation(conn)
+        sem = self._semantic(conn, queries, opts.mode, embedder, embed_error, gen)
         scope = Scope(*DocFilter.of_options(opts).sql())
-        titles = self.titles.get(conn)
+        titles = self.titles.get(conn, gen)
+        lookup = self.terms.lookup(gen.index)
         arms = self.gather(
             conn,
             queries,
@@ -293,10 +334,11 @@ class Searcher:
             opts.bm25,
             spare=spare,
             titles=titles,
+            lookup=lookup,
         )
         semantic = bool(arms.semantic)
-        ranking, absence, calibration = self.ranking_for(conn, opts, embedder, semantic)
-        walk, prior = self.links(conn, scope, titles)
+        ranking, absence, calibration = self.ranking_for(conn, opts, embedder, semantic, gen)
+        walk, prior = self.links(conn, scope, titles, gen)
         titles.load_openings(conn, arms.title)
         scores, lifted = fuse(arms, ranking, first_chunk=titles.first_chunk, walk=walk, prior=prior)
         ranked_ids = best_first(scores)
@@ -304,7 +346,7 @@ class Searcher:
         ranked_ids = [c for c in ranked_ids if c in rows]
         hits = self._deliver(ranked_ids, rows, scores, opts, arms, lifted, vault)
         coverage = _coverage(conn, ranked_ids[0], queries) if ranked_ids else 0.0
-        unknown, named, n_terms = _unknown(conn, queries)
+        unknown, named, n_terms = _unknown(conn, queries, lookup)
         languages = absence.languages if absence is not None else ()
         sig = signals(
             arms,
@@ -341,11 +383,12 @@ class Searcher:
         mode: Mode,
         embedder: Embedder | None,
         embed_error: str | None,
+        gen: store.Generation,
     ) -> _Semantic:
         """The semantic arm's model and query vectors, or lexical with the reason."""
         if mode not in ("hybrid", "semantic"):
             return _Semantic(mode)
-        model, degraded = self.semantic_model(conn, embedder, embed_error)
+        model, degraded = self.semantic_model(conn, embedder, embed_error, gen)
         if model is None or embedder is None:
             return _Semantic("lexical", degraded=degraded)
         try:
@@ -378,30 +421,39 @@ class Searcher:
         *,
         spare: Spare | None = None,
         titles: TitleIndex | None = None,
+        lookup: StatsLookup | None = None,
     ) -> Arms:
         """Run every arm the mode allows for ``queries`` (no fusion yet). With ``spare``
         (a source of a second connection), a hybrid search runs the title and semantic
         arms on it while BM25 runs on ``conn``. ``titles``: the generation's title index
-        (looked up when not given)."""
+        (looked up when not given); ``lookup``: where term statistics come from (else
+        read)."""
         arms = Arms(identifier=any(looks_like_identifier(q) for q in queries))
         lexical = mode in ("hybrid", "lexical")
         semantic = mode in ("hybrid", "semantic") and model is not None and bool(qvecs)
         index = (titles if titles is not None else self.titles.get(conn)) if lexical else None
 
+        near_docs: dict[int, int] = {}  # the semantic arm's chunks' notes (its own thread)
+
         def others(c: psycopg.Connection) -> tuple[dict[int, float], list[dict[int, float]]]:
-            title = self._titles(c, index, queries, scope) if index is not None else {}
-            return title, (_cosine_lists(c, model, qvecs, scope) if semantic else [])
+            title = self._titles(c, index, queries, scope, lookup) if index is not None else {}
+            cosines = _cosine_lists(c, model, qvecs, scope, near_docs) if semantic else []
+            return title, cosines
 
         beside = None
         if lexical and semantic and spare is not None:
             beside = run_beside(self._workers, conn, spare, others)
+        lex_docs: dict[int, int] = {}
         if lexical:
-            arms.lexical = _bm25_lists(conn, queries, scope, bm25)
+            arms.lexical = _bm25_lists(conn, queries, scope, bm25, lex_docs, lookup)
         found = beside.result() if beside is not None else None
         arms.title, arms.semantic = found if found is not None else others(conn)
-        ids = list(arms.chunks())
-        if ids:
-            arms.doc_of = store.chunk_owners(conn, ids)
+        # Both arms return their chunks' notes; ask only for what they did not (none).
+        owners = {**lex_docs, **near_docs}
+        missing = [c for c in arms.chunks() if c not in owners]
+        if missing:
+            owners.update(store.chunk_owners(conn, missing))
+        arms.doc_of = owners
         return arms
 
     def warm_titles(self, spare: Spare, *, eager: bool) -> Future[None] | None:
@@ -421,12 +473,17 @@ class Searcher:
         return self.warming
 
     def _titles(
-        self, conn: psycopg.Connection, index: TitleIndex, queries: list[str], scope: Scope
+        self,
+        conn: psycopg.Connection,
+        index: TitleIndex,
+        queries: list[str],
+        scope: Scope,
+        lookup: StatsLookup | None = None,
     ) -> dict[int, float]:
         plans = [index.plan(q) for q in queries]
         words = index.to_weigh(plans)
         if words:  # one round trip: these queries' words and their candidate names' words
-            index.weigh(*term_idf(conn, sorted(words)), words)
+            index.weigh(*term_idf(conn, sorted(words), lookup), words)
             index.fetches += 1
         found: dict[int, float] = {}
         for plan in plans:
@@ -437,12 +494,16 @@ class Searcher:
         return dict(sorted(found.items(), key=lambda kv: (-kv[1], kv[0])))
 
     def links(
-        self, conn: psycopg.Connection, scope: Scope, titles: TitleIndex | None = None
+        self,
+        conn: psycopg.Connection,
+        scope: Scope,
+        titles: TitleIndex | None = None,
+        gen: store.Generation | None = None,
     ) -> tuple[Walk, Mapping[int, float]]:
         """The link-graph walk for fusion (neighbour notes best first, within the filters)
         and every cited note's link prior. With ``titles``, the walk looks up the openings
         of the notes it lifts there."""
-        graph = self.graph.get(conn)
+        graph = self.graph.get(conn, gen)
 
         def walk(seeds: Mapping[int, float]) -> list[int]:
             found = list(random_walk_scores(graph, seeds))[: GRAPH_NEIGHBOURS * 2]
@@ -461,13 +522,14 @@ class Searcher:
         opts: SearchOptions,
         embedder: Embedder | None,
         semantic: bool,
+        gen: store.Generation | None = None,
     ) -> tuple[Ranking, AbsenceModel | None, str]:
         """The ranking in force: explicit options, else this model's calibration (with the
         settings' overrides), else the defaults. Also the absence model and a short note."""
         if opts.ranking is not None:
             return opts.ranking, None, "fixed"
         key = embedder.fingerprint if (semantic and embedder is not None) else LEXICAL_KEY
-        found = self.calibrations.get(conn, key)
+        found = self.calibrations.get(conn, key, gen.calibrations if gen else None)
         if found is None:
             return DEFAULT_RANKING.apply(opts.overrides), None, "default (not calibrated)"
         absence = found.absence_hybrid if semantic else found.absence_lexical
@@ -556,9 +618,15 @@ def _preload(index: TitleIndex, spare: Spare) -> None:
 
 
 def _bm25_lists(
-    conn: psycopg.Connection, queries: list[str], scope: Scope, bm25: BM25Params
+    conn: psycopg.Connection,
+    queries: list[str],
+    scope: Scope,
+    bm25: BM25Params,
+    owners: dict[int, int],
+    lookup: StatsLookup | None,
 ) -> list[dict[int, float]]:
-    """The lexical arm: each query's best passages by BM25 (chunk -> score)."""
+    """The lexical arm: each query's best passages by BM25 (chunk -> score); ``owners``
+    gains their notes."""
     extra = (
         f"AND t.doc_id IN (SELECT d.id FROM documents d WHERE {scope.where})" if scope.where else ""
     )
@@ -571,6 +639,8 @@ def _bm25_lists(
                 params=bm25,
                 extra_sql=extra,
                 extra_params=scope.params,
+                owners=owners,
+                lookup=lookup,
             )
         )
         for q in queries
@@ -582,8 +652,10 @@ def _cosine_lists(
     model: tuple[int, int] | None,
     qvecs: list[np.ndarray] | None,
     scope: Scope,
+    owners: dict[int, int],
 ) -> list[dict[int, float]]:
-    """The semantic arm: each query vector's nearest passages (chunk -> cosine)."""
+    """The semantic arm: each query vector's nearest passages (chunk -> cosine);
+    ``owners`` gains their notes."""
     assert model is not None
     return [
         dict(
@@ -594,6 +666,7 @@ def _cosine_lists(
                 limit=ARM_DEPTH,
                 doc_filter=scope.where,
                 filter_params=scope.params,
+                owners=owners,
             )
         )
         for qv in qvecs or []
@@ -703,11 +776,13 @@ def default_absent(sig: Mapping[str, float], opts: SearchOptions, *, semantic: b
     return (coverage < opts.absent_coverage or unheard) and sig["best_cosine"] < opts.absent_cosine
 
 
-def _unknown(conn: psycopg.Connection, queries: list[str]) -> tuple[float, float, int]:
+def _unknown(
+    conn: psycopg.Connection, queries: list[str], lookup: StatsLookup | None = None
+) -> tuple[float, float, int]:
     """The least, over the queries, of the share of a query's IDF mass in words that no
     passage holds, of ``unknown_name``, and of the number of distinct terms."""
     terms = [query_terms(q) for q in queries]
-    idfs, unknown_idf = term_idf(conn, sorted(set().union(*terms)))
+    idfs, unknown_idf = term_idf(conn, sorted(set().union(*terms)), lookup)
     share = min((unknown_share(t, idfs, unknown_idf) for t in terms if t), default=0.0)
     named = min(
         unknown_name(named_words(q), idfs.__contains__, t)

@@ -620,14 +620,40 @@ def chunk_terms_among(conn: psycopg.Connection, chunk_id: int, among: set[str]) 
     return {r[0] for r in rows}
 
 
-def vectors_generation(conn: psycopg.Connection) -> str:
-    """Changes whenever an index run or an embedding pass may have changed which passages
-    have vectors (what cached counts of pending passages depend on)."""
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """What a search's per-process caches are checked against, read in one round trip:
+    ``index`` moves with every index run (notes, links, terms); ``vectors`` also with every
+    embedding pass (which passages have vectors, model rows); ``calibrations``: each
+    stored calibration's timestamp by model key."""
+
+    index: str | None
+    vectors: str
+    calibrations: dict[str, str]
+
+
+def index_generation(conn: psycopg.Connection) -> str | None:
+    """The last index run's stamp alone (see Generation.index)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()
+    return str(row[0]) if row else None
+
+
+def read_generation(conn: psycopg.Connection, calibration_version: int) -> Generation:
     rows = conn.execute(
-        "SELECT key, value FROM meta WHERE key IN ('last_index', %s) ORDER BY key",
-        (VECTORS_KEY,),
+        "SELECT key, value FROM meta WHERE key IN ('last_index', %s)"
+        " UNION ALL SELECT 'calibration:' || model, to_jsonb(created_at::text)"
+        " FROM calibrations WHERE version = %s",
+        (VECTORS_KEY, calibration_version),
     ).fetchall()
-    return str(rows)
+    meta: dict[str, object] = {}
+    stamps: dict[str, str] = {}
+    for key, value in rows:
+        if key.startswith("calibration:"):
+            stamps[key.removeprefix("calibration:")] = str(value)
+        else:
+            meta[key] = value
+    index = str(meta["last_index"]) if "last_index" in meta else None
+    return Generation(index, str(sorted(meta.items())), stamps)
 
 
 def has_vectors(conn: psycopg.Connection, model: int) -> bool:

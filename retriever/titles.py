@@ -272,9 +272,9 @@ class TitleCache:
         self._stamp: tuple[int, ...] = ()
         self._lock = threading.Lock()
 
-    def get(self, conn: psycopg.Connection) -> TitleIndex:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()
-        generation = str(row[0]) if row else None
+    def get(self, conn: psycopg.Connection, gen: store.Generation | None = None) -> TitleIndex:
+        """The current generation's index (``gen``: as the caller read it, else read)."""
+        generation = gen.index if gen is not None else store.index_generation(conn)
         with self._lock:
             if generation != self._generation:
                 stamp = store.notes_stamp(conn)

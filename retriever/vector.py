@@ -61,11 +61,12 @@ def vector_search(
     limit: int,
     doc_filter: str = "",
     filter_params: dict[str, object] | None = None,
+    owners: dict[int, int] | None = None,
 ) -> list[tuple[int, float]]:
     """(chunk id, cosine similarity) best first: the passages nearest by their whole
     vector, each scored by its best vector (whole or window). Uses the model's HNSW index
     when present (the ORDER BY expression and predicate match the index's), else an exact
-    scan."""
+    scan. ``owners`` gains each returned chunk's document id."""
     d = int(dim)
     # Transaction-local settings (one round trip): a wider beam for recall, and with filters
     # keep walking the graph until enough rows survive them. They end with the transaction,
@@ -89,6 +90,8 @@ def vector_search(
     # the sixth run on a connection; Postgres may choose that plan five runs later) can
     # use it only when the predicate is a literal. With a parameter, such searches became
     # exact scans (4,000-note sample: 9.7 against 0.9 ms for this statement).
+    # One round trip: the nearest passages, their windows, and the chunks (within the
+    # filters) that hold each one, with their notes.
     nearest = conn.execute(
         f"""
         WITH nearest AS (  -- whole passages (part 0): what the HNSW index holds
@@ -98,28 +101,25 @@ def vector_search(
             ORDER BY (e.vec::halfvec({d})) <=> %(q)s::halfvec({d})
             LIMIT %(fetch)s
         )
-        SELECT n.hash, n.dist, w.vecs
-        FROM nearest n LEFT JOIN windows w ON w.model = %(model)s AND w.hash = n.hash
+        SELECT n.hash, n.dist, w.vecs, o.ids, o.docs
+        FROM nearest n
+        LEFT JOIN windows w ON w.model = {int(model)} AND w.hash = n.hash
+        CROSS JOIN LATERAL (
+            SELECT array_agg(c.id) AS ids, array_agg(c.doc_id) AS docs FROM chunks c
+            {"JOIN documents d ON d.id = c.doc_id" if doc_filter else ""}
+            WHERE c.passage_hash = n.hash {"AND " + doc_filter if doc_filter else ""}
+        ) o
+        WHERE o.ids IS NOT NULL
         """,
-        {
-            "q": HalfVector(query.astype(np.float32)),
-            "model": model,
-            "fetch": fetch,
-            **(filter_params or {}),
-        },
+        {"q": HalfVector(query.astype(np.float32)), "fetch": fetch, **(filter_params or {})},
     ).fetchall()
     if not nearest:
         return []
-    dist = _rescored(nearest, query)
-    rows = conn.execute(
-        f"""
-        SELECT c.id, c.passage_hash FROM chunks c
-        {"JOIN documents d ON d.id = c.doc_id" if doc_filter else ""}
-        WHERE c.passage_hash = ANY(%(hashes)s) {"AND " + doc_filter if doc_filter else ""}
-        """,
-        {"hashes": list(dist), **(filter_params or {})},
-    ).fetchall()
-    ranked = sorted((dist[bytes(h)], int(cid)) for cid, h in rows)[:limit]
+    dist = _rescored([(h, whole, blob) for h, whole, blob, _, _ in nearest], query)
+    doc_of = {int(c): int(d) for *_, ids, docs in nearest for c, d in zip(ids, docs, strict=True)}
+    ranked = sorted((dist[bytes(h)], int(c)) for h, *_, ids, _ in nearest for c in ids)[:limit]
+    if owners is not None:
+        owners.update((cid, doc_of[cid]) for _, cid in ranked)
     return [(cid, 1.0 - d) for d, cid in ranked]
 
 

@@ -10,7 +10,7 @@ import networkx as nx
 import psycopg
 import pytest
 
-from retriever import index, store
+from retriever import index, lexical, store
 from retriever.app import Retriever
 from retriever.graph import load_graph
 from retriever.lexical import query_terms, term_idf
@@ -246,3 +246,66 @@ def test_a_freshness_pass_indexes_an_edit_from_its_own_scan(
     assert len(walks) == 1  # the index run did not walk the vault a second time
     found = app.search("zorblax locksmith", fresh=False)
     assert found.hits and found.hits[0].path == "Inbox.md"
+
+
+def test_term_statistics_are_kept_per_generation_and_follow_an_edit(
+    make_app: AppFactory, vault_copy: Path
+) -> None:
+    """A search's term statistics come from the process's cache once read, exactly as a
+    fresh read gives them, until an index run moves the generation: then new dfs, new
+    corpus size, and a word no passage held before (kept as unknown) is known."""
+    app = make_app(vault_copy)
+    app.index()
+    searcher = app._searcher
+    terms = sorted(query_terms("zorblax dashi broth shakshuka"))
+
+    def check(conn: psycopg.Connection) -> lexical._Stats:
+        lookup = searcher.terms.lookup(searcher.generation(conn).index)
+        first, again, fresh = lookup(conn, terms), lookup(conn, terms), lexical._stats(conn, terms)
+        assert first == again == fresh
+        return fresh
+
+    with app.db.connection() as conn:
+        before = check(conn)
+        conn.commit()
+    assert "zorblax" not in before.found and "dashi" in before.found
+    _append(vault_copy / "Inbox.md", "\nZorblax dashi, a dashi and zorblax broth.\n")
+    assert app.index().files_changed == 1
+    with app.db.connection() as conn:
+        after = check(conn)
+        conn.commit()
+    assert "zorblax" in after.found
+    assert after.found["dashi"][1] == before.found["dashi"][1] + 1 or after.n != before.n
+    hits = app.search("zorblax", mode="lexical", fresh=False).hits
+    assert hits and hits[0].path == "Inbox.md"
+
+
+def test_a_repeated_search_reads_only_what_may_have_changed(
+    make_app: AppFactory, vault_copy: Path, model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a query has run, the same search again reads the generation once (one
+    statement for the index stamp, the vectors stamp and the calibrations) and never the
+    model row, the term statistics or the chunks' notes: the arms return their notes."""
+    app = make_app(vault_copy, model=model_dir)
+    app.index()
+    query = "how long does dashi keep in the fridge"
+    first = app.search(query, fresh=False)
+    assert first.mode == "hybrid"
+    seen: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def traced(self, query, params=None, **kw):  # type: ignore[no-untyped-def]
+        seen.append(" ".join(str(getattr(query, "_obj", query)).split()))
+        return execute(self, query, params, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", traced)
+    again = app.search(query, fresh=False)
+    assert [h.path for h in again.hits] == [h.path for h in first.hits]
+
+    def count(fragment: str) -> int:
+        return sum(fragment in s for s in seen)
+
+    assert count("FROM meta") == 1 and count("FROM calibrations") == 1
+    assert count("FROM models") == 0
+    assert count("FROM lex_stats") == 0
+    assert count("SELECT id, doc_id FROM chunks") == 0
