@@ -233,13 +233,18 @@ def run_arms(
         vectors = embed_queries(embedder, [q.text for q in queries])
     mode = "hybrid" if model is not None else "lexical"
     scope = Scope("", {})
+    # One generation for every pseudo-query: the title index looked up once, and each
+    # term's statistics read once (pseudo-queries share many words).
+    titles = searcher.titles.get(conn)
+    lookup = searcher.terms.lookup(titles.generation)
 
     def arms_of(c: psycopg.Connection, part: range) -> list[Arms]:
         out: list[Arms] = []
         for i in part:
             q, v = queries[i], vectors[i]
+            vecs = [v] if v is not None else []
             arms = searcher.gather(
-                c, [q.text], mode, model, [v] if v is not None else [], scope, bm25
+                c, [q.text], mode, model, vecs, scope, bm25, titles=titles, lookup=lookup
             )
             out.append(arms.without_chunk(q.hide) if q.hide is not None else arms)
         return out
