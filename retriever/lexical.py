@@ -220,8 +220,12 @@ def _score_sql(n_terms: int, extra: str, position: str, *, skip_seen: bool = Fal
     as a sum() over them. OFFSET 0 keeps each term's tf lookup from being inlined twice.
     ``position``: the function that finds a term in ``terms`` (see ``_POSITION_SQL``);
     ``OPERATOR(pg_catalog.&&)`` keeps the GIN index in use even if an intarray installed on
-    the search path would otherwise claim ``&&``."""
-    tfs = ", ".join(f"t.tfs[{position}(t.terms, %(t{i})s::int)] AS f{i}" for i in range(n_terms))
+    the search path would otherwise claim ``&&``. A long passage's term arrays are stored
+    out of line or compressed (TOAST), and every function given the column fetches and
+    unpacks it again, once per query term: ``a`` unpacks each array once per row
+    (``array || '{}'`` returns its argument detoasted). Same scores; BM25 statements 10 %
+    faster on a 4,000-note win32 sample, 7-19 % on win32-17k."""
+    tfs = ", ".join(f"a.tfs[{position}(a.terms, %(t{i})s::int)] AS f{i}" for i in range(n_terms))
     score = " + ".join(
         f"coalesce(%(w{i})s::float8 * x.f{i} * (%(k1)s + 1) / (x.f{i} + %(k1)s * x.nrm), 0)"
         for i in range(n_terms)
@@ -229,6 +233,9 @@ def _score_sql(n_terms: int, extra: str, position: str, *, skip_seen: bool = Fal
     return f"""
 SELECT t.id AS key, {score} AS score, t.doc_id
 FROM chunks t
+CROSS JOIN LATERAL (  -- each array fetched and unpacked once
+    SELECT t.terms || '{{}}'::int[] AS terms, t.tfs || '{{}}'::real[] AS tfs OFFSET 0
+) a
 CROSS JOIN LATERAL (
     SELECT {tfs}, (1 - %(b)s + %(b)s * t.len / %(avg)s) AS nrm OFFSET 0  -- each tf once
 ) x

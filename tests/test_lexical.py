@@ -152,6 +152,66 @@ def test_bm25_matches_reference_implementation(make_app, tmp_path: Path, lookup:
 
 
 @pytest.mark.parametrize("lookup", ["intarray.idx", "array_position"])
+def test_bm25_scores_long_passages_stored_out_of_line(
+    make_app, tmp_path: Path, lookup: str
+) -> None:
+    """A long passage's term arrays are compressed or stored out of line (TOAST); the
+    statement unpacks each once per row and must still read each term's own frequency:
+    every score equals BM25 computed here from the stored rows."""
+    syllables = ["ba", "ke", "lo", "mi", "nu", "ri", "so", "tu"]
+    words = [a + b + c for a in syllables for b in syllables for c in syllables]
+    notes = {
+        f"long{n}.md": "\n\n".join(
+            " ".join(words[(n * 97 + i * 7 + j) % len(words)] for j in range(450)) + " zorblax"
+            for i in range(2)
+        )
+        + "\n"
+        for n in range(4)
+    }
+    notes["short.md"] = "A short note: zorblax bakelo.\n"
+    app = _indexed(make_app, tmp_path, notes)
+    params = BM25Params()
+    with app.db.connection() as conn:
+        if lookup == "array_position":
+            _without_intarray(conn)
+        toast = conn.execute(
+            "SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = 'chunks'::regclass"
+        ).fetchone()
+        assert toast is not None
+        out_of_line = conn.execute(f"SELECT count(*) FROM {toast[0]}").fetchone()
+        compressed = conn.execute(
+            "SELECT count(*) FROM chunks WHERE pg_column_compression(tfs) IS NOT NULL"
+        ).fetchone()
+        assert out_of_line and compressed and out_of_line[0] + compressed[0] > 0
+        rows = conn.execute("SELECT id, terms, tfs, len FROM chunks").fetchall()
+        vocab = dict(conn.execute("SELECT term, id FROM lexicon").fetchall())
+        n, total = conn.execute("SELECT n_chunks, sum_len FROM lex_stats").fetchone()
+        df = dict(conn.execute("SELECT id, df FROM lexicon").fetchall())
+        for query in ["zorblax bakelo", "mikeso nurilo tutuba", "bakelo bakelo sokemi"]:
+            q = query_terms(query)
+            expected: dict[int, float] = {}
+            for cid, terms, tfs, length in rows:
+                tf_of = dict(zip(terms, tfs, strict=True))
+                norm = 1 - params.b + params.b * length / (total / n)
+                score = sum(
+                    idf(n, df[vocab[t]])
+                    * k
+                    * tf_of[vocab[t]]
+                    * (params.k1 + 1)
+                    / (tf_of[vocab[t]] + params.k1 * norm)
+                    for t, k in q.items()
+                    if t in vocab and vocab[t] in tf_of
+                )
+                if score > 0:
+                    expected[cid] = score
+            ours = dict(bm25_search(conn, q, limit=1000, params=params))
+            assert ours.keys() == expected.keys(), query
+            for cid, score in expected.items():
+                assert ours[cid] == pytest.approx(score, abs=1e-6), (query, cid)
+        conn.rollback()
+
+
+@pytest.mark.parametrize("lookup", ["intarray.idx", "array_position"])
 def test_bm25_pruning_is_exact(make_app, tmp_path: Path, lookup: str) -> None:
     """With a tiny candidate cap the MaxScore pruning must still return the exact top-k
     (the first pass over the rare term, then the widening over the common one, which
