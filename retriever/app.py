@@ -402,10 +402,7 @@ class Retriever:
             except (OSError, psycopg.Error, DatabaseUnreachable) as exc:  # stale beats nothing
                 log.warning("freshness pass failed (%s); searching the index as it is", exc)
         with db.connection() as conn:
-            # One snapshot for the search's many statements: a re-index committing
-            # meanwhile must not remove the chunks it has just ranked.
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            gen = self._searcher.generation(conn)
+            gen = self._searcher.begin(conn)  # one snapshot for the search's statements
             result = self._search_tiers(conn, cleaned, opts, db.spare, gen)
             conn.commit()
         self._searcher.warm_titles(db.spare, eager=self.long_lived)

@@ -245,6 +245,15 @@ class Searcher:
         """What this process's caches are checked against (one round trip per search)."""
         return store.read_generation(conn, CALIBRATION_VERSION)
 
+    def begin(self, conn: psycopg.Connection) -> store.Generation:
+        """Start a search's transaction on one snapshot (REPEATABLE READ: a re-index
+        committing meanwhile must not remove the chunks it has just ranked) and read its
+        generation: BEGIN, the isolation level and the read in one round trip."""
+        with conn.pipeline():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            found = store.send_generation(conn, CALIBRATION_VERSION)
+        return store.parse_generation(found.fetchall())
+
     def _model_row(
         self, conn: psycopg.Connection, fingerprint: str, gen: store.Generation
     ) -> tuple[int, int] | None:
@@ -342,11 +351,14 @@ class Searcher:
         titles.load_openings(conn, arms.title)
         scores, lifted = fuse(arms, ranking, first_chunk=titles.first_chunk, walk=walk, prior=prior)
         ranked_ids = best_first(scores)
-        rows = store.fetch_chunks(conn, ranked_ids[: max(opts.limit * 3, 60)] + lifted)
+        top = ranked_ids[0] if ranked_ids else None
+        rows = store.fetch_chunks(
+            conn, ranked_ids[: max(opts.limit * 3, 60)] + lifted, terms_of=top
+        )
         ranked_ids = [c for c in ranked_ids if c in rows]
         hits = self._deliver(ranked_ids, rows, scores, opts, arms, lifted, vault)
-        coverage = _coverage(conn, ranked_ids[0], queries) if ranked_ids else 0.0
         unknown, named, n_terms = _unknown(conn, queries, lookup)
+        coverage = _coverage(conn, rows[ranked_ids[0]], queries, lookup) if ranked_ids else 0.0
         languages = absence.languages if absence is not None else ()
         sig = signals(
             arms,
@@ -791,13 +803,21 @@ def _unknown(
     return share, named, min((len(t) for t in terms if t), default=0)
 
 
-def _coverage(conn: psycopg.Connection, chunk_id: int, queries: list[str]) -> float:
-    """Best share, over the queries, of a query's terms that the chunk holds."""
+def _coverage(
+    conn: psycopg.Connection, chunk: store.ChunkRow, queries: list[str], lookup: StatsLookup
+) -> float:
+    """Best share, over the queries, of a query's terms that the chunk holds (its terms
+    as fetched with it, matched by lexicon id; else asked for)."""
     qterms = [set(query_terms(q)) for q in queries]
     if not any(qterms):
         return 0.0
-    best_terms = store.chunk_terms_among(conn, chunk_id, set().union(*qterms))
-    return max((len(t & best_terms) / len(t) for t in qterms if t), default=0.0)
+    among = set().union(*qterms)
+    if chunk.terms is None:
+        held = store.chunk_terms_among(conn, chunk.id, among)
+    else:
+        ids = set(chunk.terms)  # the statistics of ``among``: _unknown just looked them up
+        held = {t for t, (tid, _) in lookup(conn, sorted(among)).found.items() if tid in ids}
+    return max((len(t & held) / len(t) for t in qterms if t), default=0.0)
 
 
 def truncate_to_budget(hit: Hit, budget: int) -> None:

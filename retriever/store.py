@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -586,19 +587,25 @@ class ChunkRow:
     hash: bytes
     size: int
     mtime_ns: int
+    terms: list[int] | None = None  # lexicon ids, of the chunk ``fetch_chunks`` was asked for
 
 
-def fetch_chunks(conn: psycopg.Connection, ids: Sequence[int]) -> dict[int, ChunkRow]:
+def fetch_chunks(
+    conn: psycopg.Connection, ids: Sequence[int], *, terms_of: int | None = None
+) -> dict[int, ChunkRow]:
+    """The chunks ``ids`` to deliver; chunk ``terms_of`` also with its terms (what the
+    query's coverage is read from: no round trip of its own)."""
     with conn.cursor(row_factory=args_row(ChunkRow)) as cur:
         rows = cur.execute(
             """
             SELECT c.id, c.doc_id, d.path, d.title, c.heading_trail, c.start_line, c.end_line,
-                   c.content_type, p.text, p.tokens, c.passage_hash, d.size, d.mtime_ns
+                   c.content_type, p.text, p.tokens, c.passage_hash, d.size, d.mtime_ns,
+                   CASE WHEN c.id = %(terms_of)s THEN c.terms END
             FROM chunks c JOIN documents d ON d.id = c.doc_id
                  JOIN passages p ON p.hash = c.passage_hash
-            WHERE c.id = ANY(%s)
+            WHERE c.id = ANY(%(ids)s)
             """,
-            (list(ids),),
+            {"ids": list(ids), "terms_of": terms_of},
         ).fetchall()
     return {row.id: row for row in rows}
 
@@ -639,12 +646,20 @@ def index_generation(conn: psycopg.Connection) -> str | None:
 
 
 def read_generation(conn: psycopg.Connection, calibration_version: int) -> Generation:
-    rows = conn.execute(
+    return parse_generation(send_generation(conn, calibration_version).fetchall())
+
+
+def send_generation(conn: psycopg.Connection, calibration_version: int) -> psycopg.Cursor[Any]:
+    """The generation's statement; in pipeline mode its rows come at the next sync."""
+    return conn.execute(
         "SELECT key, value FROM meta WHERE key IN ('last_index', %s)"
         " UNION ALL SELECT 'calibration:' || model, to_jsonb(created_at::text)"
         " FROM calibrations WHERE version = %s",
         (VECTORS_KEY, calibration_version),
-    ).fetchall()
+    )
+
+
+def parse_generation(rows: Sequence[tuple[Any, ...]]) -> Generation:
     meta: dict[str, object] = {}
     stamps: dict[str, str] = {}
     for key, value in rows:

@@ -249,3 +249,53 @@ def test_arms_run_side_by_side_on_the_searchs_own_snapshot(app: Retriever) -> No
         alone.title,
         alone.doc_of,
     )
+
+
+def test_coverage_from_the_fetched_terms_equals_the_lexicon_lookup(app: Retriever) -> None:
+    """A search reads its coverage from the best chunk's terms, fetched with the chunks it
+    delivers, matched to the query's terms by lexicon id: the same share as asking the
+    lexicon which of the query's terms that chunk holds, for every chunk of the vault."""
+    from retriever import store
+    from retriever.search import _coverage
+
+    searcher = app._searcher
+    queries = [
+        ["dashi kombu bonito"],
+        ["restic backup nightly to the NAS", "zorblax"],
+        ["how long does dashi keep", "sourdough levain"],
+        ["the and of"],
+    ]
+    with app.db.connection() as conn:
+        lookup = searcher.terms.lookup(searcher.generation(conn).index)
+        ids = [int(r[0]) for r in conn.execute("SELECT id FROM chunks ORDER BY id").fetchall()]
+        held = 0
+        for cid in ids:
+            with_terms = store.fetch_chunks(conn, [cid], terms_of=cid)[cid]
+            without = store.fetch_chunks(conn, [cid])[cid]
+            assert with_terms.terms is not None and without.terms is None
+            for qs in queries:
+                fetched = _coverage(conn, with_terms, qs, lookup)
+                assert fetched == _coverage(conn, without, qs, lookup), (cid, qs)
+                held += fetched > 0
+        conn.rollback()
+    assert held > 5  # the queries do match some chunks
+
+
+def test_a_search_begins_on_one_snapshot_and_reads_its_generation(app: Retriever) -> None:
+    """``Searcher.begin``: BEGIN, REPEATABLE READ and the generation in one round trip; an
+    index run committing meanwhile moves neither what the search sees nor its generation."""
+    from retriever import store
+    from retriever.calibration_store import CALIBRATION_VERSION
+
+    with app.db.connection() as conn:
+        gen = app._searcher.begin(conn)
+        assert conn.execute("SHOW transaction_isolation").fetchone() == ("repeatable read",)
+        assert gen == store.read_generation(conn, CALIBRATION_VERSION)
+        assert gen.index is not None and "last_index" in gen.vectors
+        with app.db.connection() as other:
+            store.set_meta(other, "last_index", {"at": 0.0, "vault": "elsewhere"})
+            other.commit()
+        assert store.read_generation(conn, CALIBRATION_VERSION) == gen
+        conn.rollback()
+        assert store.read_generation(conn, CALIBRATION_VERSION).index != gen.index
+        conn.rollback()

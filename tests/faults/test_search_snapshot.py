@@ -25,10 +25,10 @@ def test_a_reindex_committing_mid_search_does_not_change_the_answer(
     fetch = store.fetch_chunks
     raced: list[int] = []
 
-    def racing(conn, ids):  # type: ignore[no-untyped-def]
+    def racing(conn, ids, **kw):  # type: ignore[no-untyped-def]
         if not raced:  # a full re-index commits between the ranking and the fetch
             raced.append(other.index(full=True).files_changed)
-        return fetch(conn, ids)
+        return fetch(conn, ids, **kw)
 
     monkeypatch.setattr(store, "fetch_chunks", racing)
     during = app.search("shakshuka eggs tomato", fresh=False)
