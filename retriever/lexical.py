@@ -295,7 +295,7 @@ class TermStatsCache:
     when the generation moves (every index run stamps it); a term no passage holds is
     kept as such. Bounded: past MAX_TERMS it starts over."""
 
-    MAX_TERMS = 200_000
+    MAX_TERMS = 50_000
 
     def __init__(self) -> None:
         self._generation: str | None = None
