@@ -29,11 +29,19 @@ import psycopg
 from retriever import absence, languages
 from retriever.calibration_store import LEXICAL_KEY, save
 from retriever.embed import Embedder, InvalidVectorError
-from retriever.lexical import BM25Params, idf, named_words, query_terms, term_idf, tokenize
+from retriever.lexical import (
+    BM25Params,
+    TermStatsCache,
+    idf,
+    named_words,
+    query_terms,
+    term_idf,
+    tokenize,
+)
 from retriever.pseudo import NoteSample, PseudoQuery, Section, make_queries, name_key, note_order
 from retriever.ranking import DEFAULT_RANKING, Arms, Ranking, Walk, fuse, ranked_docs
 from retriever.search import Scope, Searcher, Spare, run_beside
-from retriever.titles import note_names
+from retriever.titles import TitleIndex, note_names
 
 log = logging.getLogger(__name__)
 
@@ -223,8 +231,10 @@ def run_arms(
     model: tuple[int, int] | None,
     bm25: BM25Params,
     spare: Spare | None = None,
+    titles: TitleIndex | None = None,
 ) -> list[Arms]:
-    """Every pseudo-query's arms. With ``spare`` (a second connection's source), the
+    """Every pseudo-query's arms (``titles``: the title index, else looked up). With
+    ``spare`` (a second connection's source), the
     second half runs on it, on ``conn``'s snapshot, while the first half runs on ``conn``:
     the same arms, in most of the time (the server has a core for each). ``conn`` must
     not be inside a savepoint then: a subtransaction cannot export its snapshot."""
@@ -233,10 +243,11 @@ def run_arms(
         vectors = embed_queries(embedder, [q.text for q in queries])
     mode = "hybrid" if model is not None else "lexical"
     scope = Scope("", {})
-    # One generation for every pseudo-query: the title index looked up once, and each
-    # term's statistics read once (pseudo-queries share many words).
-    titles = searcher.titles.get(conn)
-    lookup = searcher.terms.lookup(titles.generation)
+    # Each term's statistics read once for all the pseudo-queries (they share many words),
+    # in a cache of this calibration's own: its statements do not share the snapshot a
+    # search's cache is keyed by.
+    lookup = TermStatsCache().lookup("calibration")
+    titles = titles if titles is not None else searcher.titles.get(conn)
 
     def arms_of(c: psycopg.Connection, part: range) -> list[Arms]:
         out: list[Arms] = []
@@ -556,7 +567,16 @@ def calibrate(
             conn, key, n_docs, f"the notes give only {len(queries)} usable pseudo-queries"
         )
     titles = searcher.titles.get(conn).preload(conn)
-    arms = run_arms(conn, searcher, queries, embedder=embedder, model=model, bm25=bm25, spare=spare)
+    arms = run_arms(
+        conn,
+        searcher,
+        queries,
+        embedder=embedder,
+        model=model,
+        bm25=bm25,
+        spare=spare,
+        titles=titles,
+    )
     walker, prior = searcher.links(conn, Scope("", {}))
     walk = CachedWalk(walker)
     split = {s: [i for i, q in enumerate(queries) if q.split == s] for s in ("choose", "report")}

@@ -253,7 +253,7 @@ class BM25Params:
 
 
 @dataclass(frozen=True, slots=True)
-class _Stats:
+class TermStats:
     n: float  # chunks
     avg: float  # average chunk length
     found: dict[str, tuple[int, int]]  # term -> (lexicon id, df)
@@ -270,7 +270,7 @@ _POSITION_SQL = (
 )
 
 
-def _stats(conn: psycopg.Connection, terms: Sequence[str]) -> _Stats:
+def _stats(conn: psycopg.Connection, terms: Sequence[str]) -> TermStats:
     """Corpus statistics, the query terms' ids and dfs, the position function: one round
     trip."""
     rows = conn.execute(
@@ -282,18 +282,19 @@ def _stats(conn: psycopg.Connection, terms: Sequence[str]) -> _Stats:
     n, total, position = rows[0][0], rows[0][1], rows[0][5]
     found = {r[2]: (int(r[3]), int(r[4])) for r in rows if r[2] is not None}
     avg = (total / n) if n else 1.0
-    return _Stats(float(n), float(avg or 1.0), found, position or "array_position")
+    return TermStats(float(n), float(avg or 1.0), found, position or "array_position")
 
 
-StatsLookup = Callable[["psycopg.Connection", Sequence[str]], _Stats]
+StatsLookup = Callable[["psycopg.Connection", Sequence[str]], TermStats]
 
 
 class TermStatsCache:
     """The corpus statistics and terms' ids and dfs of one index generation, kept across
     searches: a search needs its terms' statistics up to three times (BM25, the title
     arm, the share of unknown words), and common words recur from query to query. Reset
-    when the generation moves (every index run stamps it); a term no passage holds is
-    kept as such. Bounded: past MAX_TERMS it starts over."""
+    when the generation moves (store.Generation.terms_key: every write of the statistics
+    moves it, an interrupted index run's too); a term no passage holds is kept as such.
+    Bounded: past MAX_TERMS it starts over."""
 
     MAX_TERMS = 50_000
 
@@ -307,16 +308,16 @@ class TermStatsCache:
         """``_stats`` through this cache for one generation (None: no index run yet,
         nothing to key by: every call reads)."""
 
-        def stats(conn: psycopg.Connection, terms: Sequence[str]) -> _Stats:
+        def stats(conn: psycopg.Connection, terms: Sequence[str]) -> TermStats:
             return (
-                self._stats(conn, terms, generation)
+                self._cached(conn, terms, generation)
                 if generation is not None
                 else _stats(conn, terms)
             )
 
         return stats
 
-    def _stats(self, conn: psycopg.Connection, terms: Sequence[str], generation: str) -> _Stats:
+    def _cached(self, conn: psycopg.Connection, terms: Sequence[str], generation: str) -> TermStats:
         with self._lock:
             if generation != self._generation:
                 self._generation, self._corpus, self._terms = generation, None, {}
@@ -335,7 +336,7 @@ class TermStatsCache:
                     self._corpus = corpus
                     self._terms.update(fresh)
         found = {t: hit for t in terms if (hit := known.get(t)) is not None}
-        return _Stats(corpus[0], corpus[1], found, corpus[2])
+        return TermStats(corpus[0], corpus[1], found, corpus[2])
 
 
 def term_idf(
@@ -415,7 +416,7 @@ def bm25_search(
 
 def _unseen(
     conn: psycopg.Connection,
-    stats: _Stats,
+    stats: TermStats,
     n_terms: int,
     extra_sql: str,
     params: dict[str, object],

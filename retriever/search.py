@@ -332,7 +332,7 @@ class Searcher:
         sem = self._semantic(conn, queries, opts.mode, embedder, embed_error, gen)
         scope = Scope(*DocFilter.of_options(opts).sql())
         titles = self.titles.get(conn, gen)
-        lookup = self.terms.lookup(gen.index)
+        lookup = self.terms.lookup(gen.terms_key())
         arms = self.gather(
             conn,
             queries,
@@ -812,11 +812,15 @@ def _coverage(
     if not any(qterms):
         return 0.0
     among = set().union(*qterms)
-    if chunk.terms is None:
+    # The statistics of ``among`` (_unknown just looked them up) give the lexicon ids of
+    # the terms some passage holds; a term they lack (unknown, or not counted yet during
+    # a first load) is asked about instead.
+    found = lookup(conn, sorted(among)).found
+    if chunk.terms is None or not among <= found.keys():
         held = store.chunk_terms_among(conn, chunk.id, among)
     else:
-        ids = set(chunk.terms)  # the statistics of ``among``: _unknown just looked them up
-        held = {t for t, (tid, _) in lookup(conn, sorted(among)).found.items() if tid in ids}
+        ids = set(chunk.terms)
+        held = {t for t, (tid, _) in found.items() if tid in ids}
     return max((len(t & held) / len(t) for t in qterms if t), default=0.0)
 
 

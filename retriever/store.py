@@ -496,6 +496,8 @@ def gc_embeddings(conn: psycopg.Connection, keep: Sequence[str]) -> int:
     """Drop embeddings (and model rows) of every model but those in ``keep`` (fingerprints:
     every configured tier's)."""
     cur = conn.execute("DELETE FROM models WHERE NOT (fingerprint = ANY(%s))", (list(keep),))
+    if cur.rowcount:  # searches cache model rows per vectors stamp: move it
+        note_vectors_stored(conn)
     return cur.rowcount or 0
 
 
@@ -630,13 +632,20 @@ def chunk_terms_among(conn: psycopg.Connection, chunk_id: int, among: set[str]) 
 @dataclass(frozen=True, slots=True)
 class Generation:
     """What a search's per-process caches are checked against, read in one round trip:
-    ``index`` moves with every index run (notes, links, terms); ``vectors`` also with every
-    embedding pass (which passages have vectors, model rows); ``calibrations``: each
-    stored calibration's timestamp by model key."""
+    ``index`` moves with every index run (notes, links); ``vectors`` also with every
+    embedding pass and model clean-up (which passages have vectors, model rows); ``lexicon``
+    with every write of the term statistics (the version of ``lex_stats``' row, which each
+    batch of an index run rewrites, finished or not); ``calibrations``: each stored
+    calibration's timestamp by model key."""
 
     index: str | None
     vectors: str
-    calibrations: dict[str, str]
+    lexicon: str | None
+    calibrations: Mapping[str, str]
+
+    def terms_key(self) -> str | None:
+        """What cached term statistics are valid for (None: nothing indexed yet)."""
+        return f"{self.index}|{self.lexicon}" if self.index and self.lexicon else None
 
 
 def index_generation(conn: psycopg.Connection) -> str | None:
@@ -653,6 +662,7 @@ def send_generation(conn: psycopg.Connection, calibration_version: int) -> psyco
     """The generation's statement; in pipeline mode its rows come at the next sync."""
     return conn.execute(
         "SELECT key, value FROM meta WHERE key IN ('last_index', %s)"
+        " UNION ALL SELECT 'lexicon:', to_jsonb(xmin::text) FROM lex_stats WHERE id = 1"
         " UNION ALL SELECT 'calibration:' || model, to_jsonb(created_at::text)"
         " FROM calibrations WHERE version = %s",
         (VECTORS_KEY, calibration_version),
@@ -662,13 +672,16 @@ def send_generation(conn: psycopg.Connection, calibration_version: int) -> psyco
 def parse_generation(rows: Sequence[tuple[Any, ...]]) -> Generation:
     meta: dict[str, object] = {}
     stamps: dict[str, str] = {}
+    lexicon = None
     for key, value in rows:
         if key.startswith("calibration:"):
             stamps[key.removeprefix("calibration:")] = str(value)
+        elif key == "lexicon:":
+            lexicon = str(value)
         else:
             meta[key] = value
     index = str(meta["last_index"]) if "last_index" in meta else None
-    return Generation(index, str(sorted(meta.items())), stamps)
+    return Generation(index, str(sorted(meta.items())), lexicon, stamps)
 
 
 def has_vectors(conn: psycopg.Connection, model: int) -> bool:

@@ -259,8 +259,8 @@ def test_term_statistics_are_kept_per_generation_and_follow_an_edit(
     searcher = app._searcher
     terms = sorted(query_terms("zorblax dashi broth shakshuka"))
 
-    def check(conn: psycopg.Connection) -> lexical._Stats:
-        lookup = searcher.terms.lookup(searcher.generation(conn).index)
+    def check(conn: psycopg.Connection) -> lexical.TermStats:
+        lookup = searcher.terms.lookup(searcher.generation(conn).terms_key())
         first, again, fresh = lookup(conn, terms), lookup(conn, terms), lexical._stats(conn, terms)
         assert first == again == fresh
         return fresh
@@ -275,7 +275,7 @@ def test_term_statistics_are_kept_per_generation_and_follow_an_edit(
         after = check(conn)
         conn.commit()
     assert "zorblax" in after.found
-    assert after.found["dashi"][1] == before.found["dashi"][1] + 1 or after.n != before.n
+    assert after.found["dashi"][1] == before.found["dashi"][1] + 1
     hits = app.search("zorblax", mode="lexical", fresh=False).hits
     assert hits and hits[0].path == "Inbox.md"
 
@@ -307,5 +307,52 @@ def test_a_repeated_search_reads_only_what_may_have_changed(
 
     assert count("FROM meta") == 1 and count("FROM calibrations") == 1
     assert count("FROM models") == 0
-    assert count("FROM lex_stats") == 0
+    assert count("FROM lex_stats s LEFT JOIN lexicon") == 0  # the statistics
     assert count("SELECT id, doc_id FROM chunks") == 0
+
+
+def test_term_statistics_follow_a_write_that_stamped_no_generation(
+    make_app: AppFactory, vault_copy: Path
+) -> None:
+    """An index run commits its term statistics batch by batch and stamps the index only
+    at its end (an interrupted or failed run never does): the cached statistics follow
+    every committed write of them all the same."""
+    app = make_app(vault_copy)
+    app.index()
+    searcher = app._searcher
+    terms = ["dashi", "zorblax"]
+
+    def cached(conn: psycopg.Connection) -> lexical.TermStats:
+        gen = searcher.generation(conn)
+        return searcher.terms.lookup(gen.terms_key())(conn, terms)
+
+    with app.db.connection() as conn:
+        before = cached(conn)
+        conn.commit()
+        index_stamp = searcher.generation(conn).index
+        # What one batch of a run that then dies commits: counts and a new word, no stamp.
+        conn.execute("INSERT INTO lexicon (term, df) VALUES ('zorblax', 1)")
+        conn.execute("UPDATE lexicon SET df = df + 1 WHERE term = 'dashi'")
+        conn.execute("UPDATE lex_stats SET n_chunks = n_chunks + 1, sum_len = sum_len + 9")
+        conn.commit()
+        assert searcher.generation(conn).index == index_stamp
+        after = cached(conn)
+        assert after == lexical._stats(conn, terms) and after != before
+        assert "zorblax" in after.found and after.n == before.n + 1
+        conn.rollback()
+
+
+def test_a_model_clean_up_moves_the_vectors_stamp(
+    make_app: AppFactory, vault_copy: Path, model_dir: Path
+) -> None:
+    """Searches cache a model's row per vectors stamp: once the clean-up deletes the row
+    (and its vectors), a search says it has no vector instead of passing for hybrid."""
+    app = make_app(vault_copy, model=model_dir)
+    app.index()
+    assert app.search("dashi", fresh=False).mode == "hybrid"
+    with app.db.connection() as conn:
+        assert store.gc_embeddings(conn, keep=[]) == 1
+        conn.commit()
+    after = app.search("dashi", fresh=False)
+    assert after.mode == "lexical"
+    assert "no passage has a vector" in (after.degraded_reason or "")

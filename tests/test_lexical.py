@@ -174,15 +174,11 @@ def test_bm25_scores_long_passages_stored_out_of_line(
     with app.db.connection() as conn:
         if lookup == "array_position":
             _without_intarray(conn)
-        toast = conn.execute(
-            "SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = 'chunks'::regclass"
-        ).fetchone()
-        assert toast is not None
-        out_of_line = conn.execute(f"SELECT count(*) FROM {toast[0]}").fetchone()
-        compressed = conn.execute(
+        compressed = conn.execute(  # compressed inline or out of line: TOAST either way
             "SELECT count(*) FROM chunks WHERE pg_column_compression(tfs) IS NOT NULL"
+            " OR pg_column_compression(terms) IS NOT NULL"
         ).fetchone()
-        assert out_of_line and compressed and out_of_line[0] + compressed[0] > 0
+        assert compressed and compressed[0] > 0
         rows = conn.execute("SELECT id, terms, tfs, len FROM chunks").fetchall()
         vocab = dict(conn.execute("SELECT term, id FROM lexicon").fetchall())
         n, total = conn.execute("SELECT n_chunks, sum_len FROM lex_stats").fetchone()
