@@ -460,12 +460,7 @@ class Searcher:
             arms.lexical = _bm25_lists(conn, queries, scope, bm25, lex_docs, lookup)
         found = beside.result() if beside is not None else None
         arms.title, arms.semantic = found if found is not None else others(conn)
-        # Both arms return their chunks' notes; ask only for what they did not (none).
-        owners = {**lex_docs, **near_docs}
-        missing = [c for c in arms.chunks() if c not in owners]
-        if missing:
-            owners.update(store.chunk_owners(conn, missing))
-        arms.doc_of = owners
+        arms.doc_of = {**lex_docs, **near_docs}  # both arms return their chunks' notes
         return arms
 
     def warm_titles(self, spare: Spare, *, eager: bool) -> Future[None] | None:
@@ -620,8 +615,7 @@ def _preload(index: TitleIndex, spare: Spare) -> None:
         with spare() as conn:
             if conn is None:
                 return
-            row = conn.execute("SELECT value FROM meta WHERE key = 'last_index'").fetchone()
-            if row is not None and str(row[0]) == index.generation:
+            if store.index_generation(conn) == index.generation:
                 index.preload(conn)
     except psycopg.Error as exc:  # a closed pool, a lost server: searches fetch their own
         log.debug("title index warm-up skipped: %s", exc)

@@ -612,12 +612,6 @@ def fetch_chunks(
     return {row.id: row for row in rows}
 
 
-def chunk_owners(conn: psycopg.Connection, ids: Sequence[int]) -> dict[int, int]:
-    """chunk id -> document id."""
-    rows = conn.execute("SELECT id, doc_id FROM chunks WHERE id = ANY(%s)", (list(ids),))
-    return {int(c): int(d) for c, d in rows.fetchall()}
-
-
 def chunk_terms_among(conn: psycopg.Connection, chunk_id: int, among: set[str]) -> set[str]:
     """Which of the terms ``among`` one chunk holds (a few lexicon lookups by term, not one
     per term of the chunk)."""
