@@ -17,6 +17,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
+from retriever import request_context
 from retriever.config import Settings, settings_from
 from retriever.errors import ConfigError, InputError, UnavailableError, VaultError, describe
 from retriever.query_input import Mode
@@ -169,14 +170,18 @@ class _Edge:
 
 
 def _app(vault: Path | None):
-    from retriever.app import open_app
-
     settings = _settings(vault)
     found = settings.resolved_vault()
     if found.is_file():
         raise VaultError(f"the vault must be a folder, not a file: {settings.vault}")
     if not found.is_dir():
         raise VaultError(f"vault folder not found: {settings.vault}")
+    if not settings.database_url and request_context.current() is None:
+        from retriever.db import start_embedded_soon
+
+        start_embedded_soon(settings.home)  # while the next import runs (see there)
+    from retriever.app import open_app
+
     return open_app(settings)
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -151,3 +152,71 @@ def test_two_vaults_keep_two_indexes_on_the_embedded_server(tmp_path: Path) -> N
         (str(vaults["b"].resolve()), 1),
     ]
     assert _wait_gone(home)
+
+
+def _index(home: Path, vault: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "RETRIEVER_HOME": str(home), "RETRIEVER_EMBED_MODEL": "none"}
+    env.pop("DATABASE_URL", None)
+    env.pop("RETRIEVER_DATABASE_URL", None)
+    env["RETRIEVER_SERVICE"] = "off"
+    return subprocess.run(
+        [retriever_exe(), "index", str(vault), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def test_a_command_has_stopped_its_server_when_it_exits(home: Path, vault: Path) -> None:
+    # The exit handler waits for the shutdown, as pg_ctl stop does: the next command never
+    # meets a server that is still going down.
+    for _ in range(2):
+        done = _index(home, vault)
+        assert done.returncode in (0, 1), done.stderr
+        assert not (home / "pgdata" / "postmaster.pid").exists()
+        assert _postmaster(home) is None
+
+
+def test_a_command_leaves_the_server_to_its_other_users(home: Path, vault: Path) -> None:
+    watch = _start_watch(home, vault)
+    try:
+        server = _postmaster(home)
+        assert server is not None
+        done = _index(home, vault)
+        assert done.returncode in (0, 1), done.stderr
+        assert _postmaster(home) == server, "a command stopped the server its watch still uses"
+        users = json.loads((home / "pgdata" / ".handle_pids.json").read_text())
+        assert users == [watch.pid]
+    finally:
+        watch.send_signal(signal.SIGTERM)
+        watch.wait(timeout=60)
+    assert _wait_gone(home)
+
+
+def test_a_failed_background_start_is_reported_by_the_command(tmp_path: Path) -> None:
+    from retriever import db
+
+    pgdata = tmp_path / "pgdata"
+    pgdata.mkdir()
+    (pgdata / "PG_VERSION").write_text("18\n", "utf-8")  # looks initialised, is not
+    db.start_embedded_soon(tmp_path)
+    for thread in threading.enumerate():
+        if thread.name == "retriever-embedded-start":
+            thread.join(timeout=60)
+    with pytest.raises(db.DatabaseError, match=r"could not start .*CalledProcessError"):
+        db.start_embedded(tmp_path)
+
+
+def test_the_exit_handler_returns_once_the_server_is_down(tmp_path: Path) -> None:
+    from retriever import db
+
+    db.start_embedded(tmp_path)
+    datadir = (tmp_path / "pgdata").resolve()
+    server = db._embedded.pop(datadir)
+    assert _postmaster(tmp_path) is not None
+    db._release(server)  # what runs at exit (the wheel's handler, with a quicker stop)
+    assert not (datadir / "postmaster.pid").exists()
+    assert _postmaster(tmp_path) is None
+    assert json.loads((datadir / ".handle_pids.json").read_text()) == []
