@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import unicodedata
 from pathlib import Path
 
 import psycopg
@@ -308,3 +309,12 @@ def test_bm25_falls_back_when_the_intarray_schema_is_not_usable(make_app, tmp_pa
         assert _stats(conn, ["x"]).position == "array_position"
         assert bm25_search(conn, q, limit=10) == fast
         conn.rollback()
+
+
+def test_accent_folding_deletes_exactly_the_combining_marks() -> None:
+    # The table fills itself as characters are met: every code point, in one text.
+    every = "".join(chr(cp) for cp in range(0x110000) if not 0xD800 <= cp < 0xE000)
+    kept = "".join(c for c in every if not unicodedata.combining(c))
+    assert every.translate(lexical._COMBINING_MARKS) == kept
+    assert every.translate(lexical._COMBINING_MARKS) == kept  # and once filled
+    assert lexical.fold("Élève naïve Ångström") == "eleve naive angstrom"
