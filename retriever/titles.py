@@ -19,7 +19,6 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import PurePosixPath
 
 import psycopg
 
@@ -35,7 +34,7 @@ COMMON_SHARE = 0.05  # name words in more than this share of notes do not seed c
 
 def note_names(path: str, title: str, aliases: Iterable[str]) -> list[str]:
     """The names a note answers to (duplicates removed, order kept)."""
-    stem = PurePosixPath(path).stem
+    stem = _stem(path)
     names = [title, *aliases, stem]
     if "." in stem:  # Dendron hierarchy: the last label names the note too
         names.append(stem.rsplit(".", 1)[1])
@@ -47,6 +46,14 @@ def note_names(path: str, title: str, aliases: Iterable[str]) -> list[str]:
             seen.add(key)
             out.append(name.strip())
     return out
+
+
+def _stem(path: str) -> str:
+    """``PurePosixPath(path).stem`` for a vault-relative path, without building a path
+    (a third of the title index's build on 17,000 notes)."""
+    name = path.rsplit("/", 1)[-1]
+    dot = name.rfind(".")
+    return name[:dot] if 0 < dot < len(name) - 1 else name
 
 
 def _deletions(word: str) -> set[str]:

@@ -157,6 +157,30 @@ def test_note_names_cover_title_alias_file_and_dendron_label() -> None:
     assert note_names("x.y.md", "Title", []) == ["Title", "x.y", "y"]
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        "a.md",
+        "d/a.b.c.md",
+        ".hidden",
+        "d/.md",
+        "d/foo.",
+        "d/foo.bar.",
+        "noext",
+        "x/y.tar.gz",
+        "..md",
+        "a..md",
+        "d/é l.MD",
+        "d/..",
+        "a/b/c",
+    ],
+)
+def test_a_notes_file_name_is_its_path_stem(path: str) -> None:
+    from pathlib import PurePosixPath
+
+    assert note_names(path, "Title", [])[1] == PurePosixPath(path).stem
+
+
 def test_name_weights_follow_the_passage_idf_they_are_given() -> None:
     index = TitleIndex.build([(6, "Restic backups.md", "Restic backups", [])])
     assert index.search("restic") == {6: 0.5}  # before any IDF: every word weighs 1
