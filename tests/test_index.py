@@ -1333,6 +1333,32 @@ def test_an_index_run_gives_the_planner_statistics_for_the_vectors(
     assert dict(query(db_url, analyzed))["embeddings"] > first["embeddings"]
 
 
+def test_an_index_run_marks_the_vectors_all_visible(
+    make_app, vault_copy: Path, db_url: str, model_dir: Path
+) -> None:
+    """Counting the passages that lack a vector (every run) is an index-only scan, which
+    reads the table for every page not marked all-visible; a command's server rarely lives
+    to autovacuum's first look, so the run that stores the vectors vacuums them, and so
+    does a later run that finds them unmarked (an index an older version built)."""
+    marked = "SELECT relallvisible, relpages FROM pg_class WHERE relname = 'embeddings'"
+    vacuumed = "SELECT last_vacuum FROM pg_stat_user_tables WHERE relname = 'embeddings'"
+    assert make_app(vault_copy, model=model_dir).index().passages_embedded > 0
+    visible, pages = query(db_url, marked)[0]
+    assert pages > 0 and visible == pages
+    first = scalar(db_url, vacuumed)
+    assert first is not None
+
+    assert make_app(vault_copy, model=model_dir).index().files_changed == 0
+    assert scalar(db_url, vacuumed) == first  # marked already: no vacuum again
+
+    with psycopg.connect(db_url, autocommit=True) as conn:  # as before any vacuum
+        conn.execute("UPDATE pg_class SET relallvisible = 0 WHERE relname = 'embeddings'")
+    report = make_app(vault_copy, model=model_dir).index()
+    assert report.passages_embedded == 0 and report.files_changed == 0
+    assert query(db_url, marked)[0] == (pages, pages)
+    assert scalar(db_url, vacuumed) > first
+
+
 def test_a_vault_changed_by_later_runs_gets_fresh_statistics(
     make_app, vault_copy: Path, db_url: str
 ) -> None:
