@@ -6,7 +6,7 @@ import logging
 import multiprocessing
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -247,8 +247,10 @@ class Retriever:
                 tier.failed(done.error, job.embedder)  # went away mid-run
         due = calibrate and self.settings.calibrate and embed_limit is None
         if due and not (report.interrupted or report.refused) and LOCK_BUSY not in report.warnings:
+            # Tiers this run left with a vector for every passage: not counted again.
+            complete = {t.tier for t in report.tiers if not t.pending}
             try:
-                report.calibration = self.calibrate(force=False)
+                report.calibration = self.calibrate(force=False, complete=complete)
             except (psycopg.Error, EmbedderError, DatabaseUnreachable) as exc:
                 report.warnings.append(f"calibration failed: {exc}")
         if self.long_lived and not (report.errors or report.refused):
@@ -527,12 +529,13 @@ class Retriever:
         return out
 
     # -- calibration -----------------------------------------------------------------
-    def calibrate(self, *, force: bool = True) -> dict[str, Any]:
+    def calibrate(self, *, force: bool = True, complete: Collection[str] = ()) -> dict[str, Any]:
         """Choose the ranking and absence model for this vault and every tier's model
         (those with a vector for every passage: partial vectors would skew the choice).
-        Without ``force``, only when due (no calibration yet, or the vault changed)."""
+        Without ``force``, only when due (no calibration yet, or the vault changed).
+        ``complete``: tiers an index run has just found with every passage's vector."""
         with self.db.connection() as conn:
-            current = None if force else self._current_without_loading(conn)
+            current = None if force else self._current_without_loading(conn, complete)
             conn.commit()
         if current is not None:
             return current
@@ -557,7 +560,9 @@ class Retriever:
             }
         return first
 
-    def _current_without_loading(self, conn: psycopg.Connection) -> dict[str, Any] | None:
+    def _current_without_loading(
+        self, conn: psycopg.Connection, complete: Collection[str] = ()
+    ) -> dict[str, Any] | None:
         """The "current" answer when every tier's model is unloaded, unchanged, has every
         passage's vector and a calibration that is not due; else None (load and look)."""
         keys: list[tuple[str, str]] = []
@@ -568,7 +573,7 @@ class Retriever:
                 continue
             expected = self.settings.embed_dim if tier.name == PRIMARY else None
             known = None if tier.loaded() else unchanged_model(conn, tier.model, expected)
-            if known is None or store.count_pending(conn, known[0]):
+            if known is None or (tier.name not in complete and store.count_pending(conn, known[0])):
                 return None
             if calibration_store.needs_calibration(conn, known[1], n_docs, drift=drift):
                 return None
