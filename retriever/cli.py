@@ -17,7 +17,6 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
-from retriever import request_context
 from retriever.config import Settings, settings_from
 from retriever.errors import ConfigError, InputError, UnavailableError, VaultError, describe
 from retriever.query_input import Mode
@@ -176,10 +175,9 @@ def _app(vault: Path | None):
         raise VaultError(f"the vault must be a folder, not a file: {settings.vault}")
     if not found.is_dir():
         raise VaultError(f"vault folder not found: {settings.vault}")
-    if not settings.database_url and request_context.current() is None:
-        from retriever.db import start_embedded_soon
+    from retriever.db import start_early
 
-        start_embedded_soon(settings.home)  # while the next import runs (see there)
+    start_early(settings.database_url, settings.home)  # while the next import runs
     from retriever.app import open_app
 
     return open_app(settings)

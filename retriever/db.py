@@ -71,6 +71,16 @@ def start_embedded_soon(home: Path) -> None:
     threading.Thread(target=start, name="retriever-embedded-start").start()
 
 
+def start_early(database_url: str | None, home: Path) -> None:
+    """``start_embedded_soon`` for a command about to open the app in this process: only
+    for the embedded server, and not inside a request of the resident service (its server
+    runs already)."""
+    from retriever import request_context
+
+    if not database_url and request_context.current() is None:
+        start_embedded_soon(home)
+
+
 def start_embedded(home: Path, *, background: bool = False) -> str:
     """Start (or join) the embedded server for ``home`` and return its libpq URI."""
     datadir = (home.expanduser() / "pgdata").resolve()

@@ -211,10 +211,14 @@ def prompt_context(app: Retriever, prompt: str, budget_tokens: int = 600) -> str
 
 
 def _app(vault: Path | None) -> Retriever:
-    from retriever.app import open_app
     from retriever.config import settings_from
+    from retriever.db import start_early
 
-    return open_app(settings_from(vault=vault))
+    settings = settings_from(vault=vault)
+    start_early(settings.database_url, settings.home)  # while the next import runs
+    from retriever.app import open_app
+
+    return open_app(settings)
 
 
 def run_session_start_hook(

@@ -267,6 +267,9 @@ def _pre_tool(vault: Path | None, event: dict[str, Any]) -> str:
         folder = None
     if is_repeat(folder, event.get("session_id"), key, query):
         return ""
+    from retriever.db import start_early
+
+    start_early(settings.database_url, settings.home)  # while the next import runs
     from retriever.app import open_app
 
     app = open_app(settings)

@@ -155,12 +155,20 @@ def test_two_vaults_keep_two_indexes_on_the_embedded_server(tmp_path: Path) -> N
 
 
 def _index(home: Path, vault: Path) -> subprocess.CompletedProcess[str]:
+    return _run_once(home, vault, ["index", str(vault), "--json"])
+
+
+def _run_once(
+    home: Path, vault: Path, args: list[str], stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "RETRIEVER_HOME": str(home), "RETRIEVER_EMBED_MODEL": "none"}
     env.pop("DATABASE_URL", None)
     env.pop("RETRIEVER_DATABASE_URL", None)
     env["RETRIEVER_SERVICE"] = "off"
+    env["RETRIEVER_VAULT"] = str(vault)
     return subprocess.run(
-        [retriever_exe(), "index", str(vault), "--json"],
+        [retriever_exe(), *args],
+        input=stdin,
         env=env,
         capture_output=True,
         text=True,
@@ -177,6 +185,27 @@ def test_a_command_has_stopped_its_server_when_it_exits(home: Path, vault: Path)
         assert done.returncode in (0, 1), done.stderr
         assert not (home / "pgdata" / "postmaster.pid").exists()
         assert _postmaster(home) is None
+
+
+@pytest.mark.parametrize(
+    ("args", "event"),
+    [
+        (["hook", "prompt"], {"session_id": "s", "prompt": "where is some text kept?"}),
+        (
+            ["hook", "pre-tool"],
+            {"session_id": "s", "tool_name": "Grep", "tool_input": {"pattern": "some text"}},
+        ),
+    ],
+)
+def test_a_hook_has_stopped_its_server_when_it_exits(
+    home: Path, vault: Path, args: list[str], event: dict[str, object]
+) -> None:
+    assert _index(home, vault).returncode in (0, 1)
+    done = _run_once(home, vault, args, json.dumps(event))
+    assert done.returncode == 0, done.stderr
+    assert "some text" in done.stdout  # it searched the index (the note holds it)
+    assert not (home / "pgdata" / "postmaster.pid").exists()
+    assert _postmaster(home) is None
 
 
 def test_a_command_leaves_the_server_to_its_other_users(home: Path, vault: Path) -> None:
