@@ -4,6 +4,7 @@ and absence signals. One function serves the CLI, the MCP server and hooks."""
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -897,8 +898,8 @@ def _touches(group: list[ChunkRow], row: ChunkRow) -> bool:
 
 
 def _is_stale(vault: Path, row: ChunkRow) -> bool:
-    try:
-        st = (vault / row.path).stat()
+    try:  # os.path, not a Path per hit (7 -> 4 µs: a search checks a dozen or more)
+        st = os.stat(os.path.join(vault, row.path))
     except OSError:
         return True
     return (st.st_size, st.st_mtime_ns) != (row.size, row.mtime_ns)
