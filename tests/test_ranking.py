@@ -158,27 +158,25 @@ def test_note_names_cover_title_alias_file_and_dendron_label() -> None:
 
 
 @pytest.mark.parametrize(
-    "path",
+    ("path", "stem"),
     [
-        "a.md",
-        "d/a.b.c.md",
-        ".hidden",
-        "d/.md",
-        "d/foo.",
-        "d/foo.bar.",
-        "noext",
-        "x/y.tar.gz",
-        "..md",
-        "a..md",
-        "d/é l.MD",
-        "d/..",
-        "a/b/c",
+        ("a.md", "a"),
+        ("d/a.b.c.md", "a.b.c"),
+        (".hidden", ".hidden"),
+        ("d/.md", ".md"),
+        ("d/foo.", "foo."),
+        ("d/foo.bar.", "foo.bar."),
+        ("noext", "noext"),
+        ("x/y.tar.gz", "y.tar"),
+        ("..md", "."),
+        ("a..md", "a."),
+        ("d/é l.MD", "é l"),
+        ("a/b/c", "c"),
     ],
 )
-def test_a_notes_file_name_is_its_path_stem(path: str) -> None:
-    from pathlib import PurePosixPath
-
-    assert note_names(path, "Title", [])[1] == PurePosixPath(path).stem
+def test_a_notes_file_name_is_its_path_stem(path: str, stem: str) -> None:
+    # As PurePosixPath(path).stem before Python 3.14 (which reads "foo." and "..md" anew).
+    assert note_names(path, "Title", [])[1] == stem
 
 
 def test_name_weights_follow_the_passage_idf_they_are_given() -> None:

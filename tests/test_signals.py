@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import psutil
@@ -201,6 +204,7 @@ def test_a_hook_has_stopped_its_server_when_it_exits(
     home: Path, vault: Path, args: list[str], event: dict[str, object]
 ) -> None:
     assert _index(home, vault).returncode in (0, 1)
+    event = {**event, "session_id": uuid.uuid4().hex}  # a repeated call says nothing
     done = _run_once(home, vault, args, json.dumps(event))
     assert done.returncode == 0, done.stderr
     assert "some text" in done.stdout  # it searched the index (the note holds it)
@@ -224,7 +228,9 @@ def test_a_command_leaves_the_server_to_its_other_users(home: Path, vault: Path)
     assert _wait_gone(home)
 
 
-def test_a_failed_background_start_is_reported_by_the_command(tmp_path: Path) -> None:
+def test_a_failed_background_start_is_reported_by_the_command(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from retriever import db
 
     pgdata = tmp_path / "pgdata"
@@ -235,7 +241,11 @@ def test_a_failed_background_start_is_reported_by_the_command(tmp_path: Path) ->
         if thread.name == "retriever-embedded-start":
             thread.join(timeout=60)
     with pytest.raises(db.DatabaseError, match=r"could not start .*CalledProcessError"):
-        db.start_embedded(tmp_path)
+        db.start_embedded(tmp_path)  # the background start's own error, not tried again
+    assert caplog.text.count("Failed to start server") == 1  # the wheel's log of a try
+    shutil.rmtree(pgdata)  # the home repaired: the next try starts a server
+    assert db.start_embedded(tmp_path).startswith("postgresql://")
+    db._release(db._embedded.pop(pgdata.resolve()))
 
 
 def test_the_exit_handler_returns_once_the_server_is_down(tmp_path: Path) -> None:
@@ -249,3 +259,35 @@ def test_the_exit_handler_returns_once_the_server_is_down(tmp_path: Path) -> Non
     assert not (datadir / "postmaster.pid").exists()
     assert _postmaster(tmp_path) is None
     assert json.loads((datadir / ".handle_pids.json").read_text()) == []
+
+
+UNGUARDED_CLI = """
+import sys
+from retriever.cli import main
+
+sys.argv = ["retriever", "index", {vault!r}, "--json"]
+main()
+"""
+
+
+def test_an_unguarded_script_running_the_cli_leaves_no_server_behind(tmp_path: Path) -> None:
+    """Index workers import the caller's main module first: a script without the
+    ``__main__`` guard runs the command again in each. There it must not start (or join)
+    the server before the app refuses, or the workers' pids, which never leave the
+    server's list of users, keep it running after the script."""
+    from tests.test_index import PARALLEL_THRESHOLD, make_big_vault
+
+    home = tmp_path / "home"
+    vault = make_big_vault(tmp_path / "big", PARALLEL_THRESHOLD)
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED_CLI.format(vault=str(vault)), "utf-8")
+    env = {**os.environ, "RETRIEVER_HOME": str(home), "RETRIEVER_EMBED_MODEL": "none"}
+    env.pop("DATABASE_URL", None)
+    env.pop("RETRIEVER_DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode != 0
+    assert 'if __name__ == \\"__main__\\":' in done.stdout  # a worker's --json answer
+    assert json.loads((home / "pgdata" / ".handle_pids.json").read_text()) == []
+    assert _postmaster(home) is None
