@@ -66,13 +66,23 @@ def _datadir(home: Path) -> Path:
     return (home.expanduser() / "pgdata").resolve()
 
 
-def start_embedded_soon(home: Path) -> None:
-    """Start the embedded server for ``home`` in a background thread. A command calls this
-    before importing the indexer and searcher (about 0.2 s) so that the server's start
-    (0.15 s, most of it pg_ctl waiting) overlaps them; ``start_embedded`` then joins it, or
-    raises what went wrong. Not a daemon: an exit waits for the start, then stops the
-    server, so an interrupted command never leaves it running. (A second Ctrl-C during
-    that wait ends it early, as it would any exit handler.)"""
+def start_early(database_url: str | None, home: Path) -> None:
+    """Start the embedded server for ``home`` in a background thread, for a command about
+    to open the app in this process. It calls this before importing the indexer and
+    searcher (about 0.2 s) so that the server's start (0.15 s, most of it pg_ctl waiting)
+    overlaps them; ``start_embedded`` then joins it, or raises what went wrong. Not a
+    daemon: an exit waits for the start, then stops the server, so an interrupted command
+    never leaves it running. (A second Ctrl-C during that wait ends it early, as it would
+    any exit handler.) Only for the embedded server, not inside a request of the resident
+    service (its server runs already), never in a worker importing an unguarded script."""
+    import multiprocessing
+
+    from retriever import request_context
+
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        return  # the app refuses there: no server may be started or joined
+    if database_url or request_context.current() is not None:
+        return
 
     def start() -> None:
         try:
@@ -84,20 +94,6 @@ def start_embedded_soon(home: Path) -> None:
             log.debug("starting the embedded server in the background: %s", exc)
 
     threading.Thread(target=start, name="retriever-embedded-start").start()
-
-
-def start_early(database_url: str | None, home: Path) -> None:
-    """``start_embedded_soon`` for a command about to open the app in this process: only
-    for the embedded server, and not inside a request of the resident service (its server
-    runs already)."""
-    import multiprocessing
-
-    from retriever import request_context
-
-    if getattr(multiprocessing.current_process(), "_inheriting", False):
-        return  # a worker importing an unguarded script: the app refuses (never a server)
-    if not database_url and request_context.current() is None:
-        start_embedded_soon(home)
 
 
 def start_embedded(home: Path) -> str:

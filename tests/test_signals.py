@@ -22,6 +22,14 @@ from tests.conftest import retriever_exe
 pytestmark = pytest.mark.server
 
 
+def _embedded_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a command on ``home``'s embedded server (no DATABASE_URL)."""
+    env = {**os.environ, "RETRIEVER_HOME": str(home), "RETRIEVER_EMBED_MODEL": "none", **extra}
+    env.pop("DATABASE_URL", None)
+    env.pop("RETRIEVER_DATABASE_URL", None)
+    return env
+
+
 def _postmaster(home: Path) -> psutil.Process | None:
     pidfile = home / "pgdata" / "postmaster.pid"
     try:
@@ -45,9 +53,7 @@ def _free_port() -> int:
 
 
 def _start_watch(home: Path, vault: Path, command: str = "watch") -> subprocess.Popen[str]:
-    env = {**os.environ, "RETRIEVER_HOME": str(home), "RETRIEVER_EMBED_MODEL": "none"}
-    env.pop("DATABASE_URL", None)
-    env.pop("RETRIEVER_DATABASE_URL", None)
+    env = _embedded_env(home)
     args = {
         "watch": ["watch", str(vault)],
         "mcp": ["mcp", str(vault), "--http", "--port", str(_free_port())],
@@ -121,9 +127,7 @@ def test_a_user_killed_with_kill_9_does_not_keep_the_server_alive(home: Path, va
 
 def test_two_vaults_keep_two_indexes_on_the_embedded_server(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    env = {**os.environ, "RETRIEVER_HOME": str(home), "RETRIEVER_EMBED_MODEL": "none"}
-    env.pop("DATABASE_URL", None)
-    env.pop("RETRIEVER_DATABASE_URL", None)
+    env = _embedded_env(home)
     vaults = {}
     for name, word in (("a", "sourdough"), ("b", "telescope")):
         vaults[name] = tmp_path / name
@@ -164,11 +168,7 @@ def _index(home: Path, vault: Path) -> subprocess.CompletedProcess[str]:
 def _run_once(
     home: Path, vault: Path, args: list[str], stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "RETRIEVER_HOME": str(home), "RETRIEVER_EMBED_MODEL": "none"}
-    env.pop("DATABASE_URL", None)
-    env.pop("RETRIEVER_DATABASE_URL", None)
-    env["RETRIEVER_SERVICE"] = "off"
-    env["RETRIEVER_VAULT"] = str(vault)
+    env = _embedded_env(home, RETRIEVER_SERVICE="off", RETRIEVER_VAULT=str(vault))
     return subprocess.run(
         [retriever_exe(), *args],
         input=stdin,
@@ -236,7 +236,7 @@ def test_a_failed_background_start_is_reported_by_the_command(
     pgdata = tmp_path / "pgdata"
     pgdata.mkdir()
     (pgdata / "PG_VERSION").write_text("18\n", "utf-8")  # looks initialised, is not
-    db.start_embedded_soon(tmp_path)
+    db.start_early(None, tmp_path)
     for thread in threading.enumerate():
         if thread.name == "retriever-embedded-start":
             thread.join(timeout=60)
@@ -281,9 +281,7 @@ def test_an_unguarded_script_running_the_cli_leaves_no_server_behind(tmp_path: P
     vault = make_big_vault(tmp_path / "big", PARALLEL_THRESHOLD)
     script = tmp_path / "unguarded.py"
     script.write_text(UNGUARDED_CLI.format(vault=str(vault)), "utf-8")
-    env = {**os.environ, "RETRIEVER_HOME": str(home), "RETRIEVER_EMBED_MODEL": "none"}
-    env.pop("DATABASE_URL", None)
-    env.pop("RETRIEVER_DATABASE_URL", None)
+    env = _embedded_env(home)
     done = subprocess.run(
         [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=240
     )
