@@ -124,6 +124,28 @@ class TierJob:
     load: Callable[[], tuple[Embedder | None, str | None]] | None = None
     expected_dim: int | None = None  # RETRIEVER_EMBED_DIM for the primary tier
     current: bool = False  # its vectors were complete and its model unchanged: not loaded
+    # A load started in the background once the run wrote passages the model must embed.
+    loading: tuple[threading.Thread, list[tuple[Embedder | None, str | None]]] | None = None
+
+    def start_loading(self) -> None:
+        """Load the embedder in a thread of its own (``loaded`` joins it)."""
+        if self.load is None or self.embedder is not None or self.loading is not None:
+            return
+        load, result = self.load, []
+        # Not a daemon: an exit waits for the load rather than stopping it mid-import.
+        thread = threading.Thread(target=lambda: result.append(load()), name=f"load-{self.tier}")
+        thread.start()
+        self.loading = (thread, result)
+
+    def loaded(self) -> tuple[Embedder | None, str | None]:
+        """The embedder (or why there is none): the background load's, or loaded now."""
+        assert self.load is not None
+        if self.loading is None:
+            return self.load()
+        thread, result = self.loading
+        thread.join()
+        self.loading = None
+        return result[0] if result else self.load()  # the thread died: say why, here
 
 
 @dataclass(slots=True)
@@ -432,6 +454,8 @@ def _apply(run: _Run, conn: psycopg.Connection, plan: _Plan) -> list[str]:
         conn, plan.jobs, report, run.progress, run.halt, plan.bulk, run.dropped
     )
     run.lap("prepare_write")
+    if written and not run.halt.is_set():
+        _start_loads(conn, run.tiers)
     if plan.bulk:
         store.finish_bulk(conn)
         run.lap("bulk_indexes")
@@ -534,12 +558,30 @@ def _embed_tiers(
     return [out[job.tier] for job in tiers]
 
 
+def _start_loads(conn: psycopg.Connection, tiers: Sequence[TierJob]) -> None:
+    """Start loading each lazily given tier that the passages just written leave without
+    vectors: its model loads (0.2-0.3 s for Model2Vec, most of it imports) while the run
+    resolves links and collects orphans instead of after."""
+    for job in tiers:
+        if job.load is not None and job.embedder is None and _current_model(conn, job) is None:
+            job.start_loading()
+    conn.commit()
+
+
+def _current_model(conn: psycopg.Connection, job: TierJob) -> tuple[int, str, int] | None:
+    """The tier's unchanged stored model, (id, model, dimension), when it has a vector for
+    every passage; None when its model must be loaded."""
+    known = unchanged_model(conn, job.setting, job.expected_dim) if job.setting else None
+    return known if known is not None and not store.count_pending(conn, known[0]) else None
+
+
 def _load_when_needed(conn: psycopg.Connection, job: TierJob, tier: TierReport) -> None:
     """Load a lazily given tier's embedder unless its unchanged model has a vector for
-    every passage (then the run counts its vectors against the stored model)."""
+    every passage (then the run counts its vectors against the stored model). A load
+    started in the background (``_start_loads``) is taken as it is."""
     assert job.load is not None
-    known = unchanged_model(conn, job.setting, job.expected_dim) if job.setting else None
-    if known is not None and not store.count_pending(conn, known[0]):
+    known = None if job.loading is not None else _current_model(conn, job)
+    if known is not None:
         conn.commit()
         job.current = True
         # An earlier run may have stopped before building the HNSW index (Ctrl-C, kill),
@@ -548,7 +590,7 @@ def _load_when_needed(conn: psycopg.Connection, job: TierJob, tier: TierReport) 
         _ensure_vector_index(conn, known[0], known[2])
         return
     conn.commit()
-    job.embedder, job.error = job.load()
+    job.embedder, job.error = job.loaded()
     tier.error = job.error
     if job.embedder is not None:
         tier.model = job.embedder.model_id

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -165,6 +166,37 @@ def test_a_run_with_nothing_to_embed_never_loads_the_model(
     (hobby_vault_dir / "Kite notes.md").write_text("# Kite\n\nKitesurfing off the pier.\n")
     report = again.index()  # a new passage: now it is loaded and embeds it
     assert again.tiers.primary.loaded() is not None
+    assert report.passages_embedded == 1 and report.passages_pending == 0
+
+
+def test_an_edit_loads_the_model_while_its_links_resolve(
+    make_app, hobby_vault_dir, hobby_model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a run has written passages its model has no vector for, the model loads in
+    the background (0.2-0.3 s for Model2Vec) while the run resolves links; a moved note,
+    written again with every passage embedded, loads nothing."""
+    from retriever import index
+
+    make_app(hobby_vault_dir, model=hobby_model).index()
+    again = make_app(hobby_vault_dir, model=hobby_model)  # a new process: nothing loaded
+    loading: list[bool] = []
+    real = index._resolve_links
+
+    def resolving(*args, **kwargs):  # type: ignore[no-untyped-def]
+        started = any(t.name == "load-primary" for t in threading.enumerate())
+        loading.append(started or again.tiers.primary.loaded() is not None)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(index, "_resolve_links", resolving)
+    (hobby_vault_dir / "moved").mkdir()
+    (hobby_vault_dir / "Kayak notes.md").rename(hobby_vault_dir / "moved" / "Kayak notes.md")
+    report = again.index()
+    assert report.files_changed == 1 and report.files_deleted == 1
+    assert loading == [False] and again.tiers.primary.loaded() is None
+    assert report.passages_embedded == 0 and report.passages_pending == 0
+    (hobby_vault_dir / "Kite notes.md").write_text("# Kite\n\nKitesurfing off the pier.\n")
+    report = again.index()
+    assert loading == [False, True] and again.tiers.primary.loaded() is not None
     assert report.passages_embedded == 1 and report.passages_pending == 0
 
 
