@@ -24,6 +24,7 @@ import posixpath
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from retriever.chunk import Link
 
@@ -133,6 +134,31 @@ class LinkResolver:
         if not candidates:
             return None
         return _pick(candidates, source_path)
+
+
+class _Recorder(dict[str, list[str]]):
+    """A lookup table that holds nothing and remembers every key it is asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: set[str] = set()
+
+    def get(self, key: str, default: object = None) -> Any:
+        self.asked.add(key)
+        return default
+
+
+def lookups(links: Iterable[tuple[Link, str]]) -> tuple[set[str], set[str], set[str]]:
+    """Every key resolving ``links`` (each with its source note's path) may look up, as
+    (path keys, name keys, alias keys). With nothing found every fallback is tried, so a
+    resolver over only the notes these keys match resolves the links exactly as one over
+    the whole vault: an edit need not read every note's path to resolve its own links."""
+    probe = LinkResolver([])
+    path_keys, name_keys, alias_keys = _Recorder(), _Recorder(), _Recorder()
+    probe._by_path, probe._by_name, probe._by_alias = path_keys, name_keys, alias_keys  # type: ignore[assignment]
+    for link, source in links:
+        probe.resolve(link, source)
+    return path_keys.asked, name_keys.asked, alias_keys.asked
 
 
 def _pick(candidates: list[str], source_path: str) -> str:

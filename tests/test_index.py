@@ -1636,6 +1636,101 @@ def test_a_long_lived_app_builds_the_link_resolver_before_the_first_edit(
     assert len(built) == built_by_the_edit
 
 
+SCOPED_VAULT = {
+    "Café.md": "# Café\n\nCoffee.\n",
+    "Équipe.md": "# Équipe\n\nTeam.\n",
+    "Re\u0301sume\u0301.md": "# CV\n\nA file name in NFD, as macOS writes it.\n",
+    "ref/Paper.md": "# Paper\n\nP.\n",
+    "ref/Draft.md": "# Draft\n\nD.\n",
+    "people/Bob.md": "---\naliases: [Robert, '  Bobby ']\n---\n# Bob\n\nB.\n",
+    "projects/Alpha.md": "---\naliases: [Project A, '  Padded Alias ']\n---\n# Alpha\n\nA.\n",
+    "U.md": "---\naliases: [Über]\n---\n# U\n\nU.\n",
+    "archive/old/Shared.md": "# Shared\n\nOld.\n",
+    "deep/nested/Shared.md": "# Shared\n\nNested.\n",
+    "notes/Shared.md": "# Shared\n\nBeside the source.\n",
+    "dendron.topic.md": "# Topic\n\nT.\n",
+    "TARGET.md": "# Upper\n\nU.\n",
+    "Target.md": "# Lower\n\nL.\n",
+    "notes/Source.md": "# Source\n\nNothing linked yet.\n",
+    **{f"filler/Note {i}.md": f"# Note {i}\n\nFiller {i}.\n" for i in range(20)},
+}
+SCOPED_LINKS = {  # link in notes/Source.md -> the note it resolves to (None: unresolved)
+    "[[Cafe\u0301]]": "Café.md",
+    "[[équipe]]": "Équipe.md",
+    "[[Résumé]]": "Re\u0301sume\u0301.md",
+    "[[robert]]": "people/Bob.md",
+    "[[Bobby]]": "people/Bob.md",
+    "[p](../ref/Paper.md)": "ref/Paper.md",  # only its path names it
+    "[d](../ref/Draft)": "ref/Draft.md",  # ... without .md
+    "[[project a]]": "projects/Alpha.md",
+    "[[Padded Alias]]": "projects/Alpha.md",
+    "[[über]]": "U.md",
+    "[[ÜBER]]": "U.md",
+    "[[old/Shared]]": "archive/old/Shared.md",
+    "[[nested/shared.md]]": "deep/nested/Shared.md",
+    "[[Shared]]": "notes/Shared.md",
+    "[x](../projects/Alpha.md)": "projects/Alpha.md",
+    "[y](Alpha.md)": "projects/Alpha.md",
+    "[[a label|dendron.topic]]": "dendron.topic.md",
+    "[[target]]": "TARGET.md",
+    "[[Note 3]]": "filler/Note 3.md",
+    "[[Missing]]": None,
+}
+
+
+def test_an_edit_resolves_its_links_against_only_the_notes_they_name(
+    make_app: Callable[..., Retriever], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process with no link resolver yet (a one-off command) resolves an edited note's
+    links against the notes they can name, read by key, not every note of the vault; the
+    targets are those a resolution over the whole vault gives (non-ASCII names and aliases,
+    padded aliases, folder suffixes, relative links, Dendron labels, case)."""
+    from retriever import index as index_module
+
+    vault = tmp_path / "scoped"
+    for rel, text in SCOPED_VAULT.items():
+        (vault / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault / rel).write_text(text, encoding="utf-8")
+    app = make_app(vault)
+    app.index()
+    monkeypatch.setattr(index_module, "_RESOLVERS", {})  # a process that did not index
+    sizes: list[int] = []
+    real = index_module.LinkResolver
+
+    def counted(paths: list[str], *args: object) -> object:
+        sizes.append(len(paths))
+        return real(paths, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(index_module, "LinkResolver", counted)
+    source = vault / "notes" / "Source.md"
+    source.write_text("# Source\n\n" + "\n".join(SCOPED_LINKS) + "\n", encoding="utf-8")
+    report = app.index()
+    assert report.files_changed == 1 and report.errors == []
+    assert sizes and max(sizes) < len(SCOPED_VAULT) // 2  # not every note was read
+    with app.db.connection() as conn:
+        got = dict(
+            conn.execute(
+                "SELECT l.target || coalesce('|' || l.alias, ''), d.path FROM links l"
+                " JOIN documents s ON s.id = l.doc_id LEFT JOIN documents d ON d.id = l.resolved"
+                " WHERE s.path = 'notes/Source.md'"
+            ).fetchall()
+        )
+        monkeypatch.setattr(index_module, "LinkResolver", real)
+        again = index_module.IndexReport(vault=str(vault))
+        index_module._resolve_links(conn, again, None, "whole vault")  # every note read
+        conn.commit()
+        whole = dict(
+            conn.execute(
+                "SELECT l.target || coalesce('|' || l.alias, ''), d.path FROM links l"
+                " JOIN documents s ON s.id = l.doc_id LEFT JOIN documents d ON d.id = l.resolved"
+                " WHERE s.path = 'notes/Source.md'"
+            ).fetchall()
+        )
+    assert got == whole
+    assert sorted(got.values(), key=str) == sorted(SCOPED_LINKS.values(), key=str)
+    assert report.links_resolved == len(SCOPED_LINKS) - 1 and report.links_unresolved == 1
+
+
 UNGUARDED = """
 from retriever.app import Retriever
 from retriever.config import Settings

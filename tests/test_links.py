@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 import pytest
 
 from retriever.chunk import Link, parse_note
-from retriever.links import LinkResolver
+from retriever.links import LinkResolver, lookups
 
 PATHS = [
     "Home.md",
@@ -189,3 +190,44 @@ def test_alias_mapping_accepts_plain_strings() -> None:
     r = LinkResolver(["a/Note.md", "b/Note2.md"], {"a/Note.md": "Solo", "b/Note2.md": ["solo"]})
     assert r.resolve(wiki("SOLO"), "x.md") == "a/Note.md"  # tie: shortest, then lexicographic
     assert r.resolve(wiki("solo"), "b/x.md") == "b/Note2.md"  # same folder wins
+
+
+def _keys_of(path: str) -> set[str]:
+    """The keys a resolver files ``path`` under (as LinkResolver does)."""
+    key = unicodedata.normalize("NFC", path).lower()
+    stem = key[:-3] if key.endswith(".md") else key
+    return {key, stem, stem.rpartition("/")[2]}
+
+
+def test_a_resolver_over_the_notes_its_lookups_name_resolves_as_the_whole_vault() -> None:
+    """``lookups`` names every key resolving some links can ask for, so the notes filed
+    under those keys (``index._scoped_notes`` reads only them) resolve every link alike."""
+    links = [
+        (wiki(t), s)
+        for t in (
+            "Alpha",
+            "old/Shared",
+            "Shared",
+            "PA",
+            "Start",
+            "Missing",
+            "Cafe\u0301",
+            "dendron.topic",
+            "x|dendron.topic",
+        )
+        for s in ("notes/Source.md", "archive/x.md")
+    ]
+    links += [(wiki("label", alias="dendron.topic.lookup"), "notes/Source.md")]
+    links += [(md(t), "notes/Source.md") for t in ("sub/Child", "../up/Note.md", "Alpha.md")]
+    whole = LinkResolver(PATHS, ALIASES)
+    for link, source in links:
+        paths, names, aliases = lookups([(link, source)])
+        named = [
+            p
+            for p in PATHS
+            if _keys_of(p) & (paths | names)
+            or any(a.strip().lower() in aliases for a in ALIASES.get(p, []))
+        ]
+        part = LinkResolver(named, {p: a for p, a in ALIASES.items() if p in named})
+        assert part.resolve(link, source) == whole.resolve(link, source), link
+        assert len(named) < len(PATHS)
