@@ -13,6 +13,7 @@ a script that calls the library must guard its entry point with
 
 from __future__ import annotations
 
+import contextvars
 import ctypes
 import logging
 import multiprocessing
@@ -128,12 +129,23 @@ class TierJob:
     loading: tuple[threading.Thread, list[tuple[Embedder | None, str | None]]] | None = None
 
     def start_loading(self) -> None:
-        """Load the embedder in a thread of its own (``loaded`` joins it)."""
+        """Load the embedder in a thread of its own (``loaded`` joins it). The thread runs
+        in a copy of this context: the command's log memory (a reason said once) and, in
+        the resident service, the request's environment. A daemon: a run stopped by
+        Ctrl-C, which never joins it, does not wait for a model it will not use."""
         if self.load is None or self.embedder is not None or self.loading is not None:
             return
         load, result = self.load, []
-        # Not a daemon: an exit waits for the load rather than stopping it mid-import.
-        thread = threading.Thread(target=lambda: result.append(load()), name=f"load-{self.tier}")
+
+        def run() -> None:
+            try:
+                result.append(load())
+            except Exception as exc:  # said once, where the run asks for the embedder
+                result.append((None, f"{type(exc).__name__}: {exc}"))
+
+        context = contextvars.copy_context()
+        thread = threading.Thread(target=context.run, args=(run,), name=f"load-{self.tier}")
+        thread.daemon = True
         thread.start()
         self.loading = (thread, result)
 
@@ -145,7 +157,7 @@ class TierJob:
         thread, result = self.loading
         thread.join()
         self.loading = None
-        return result[0] if result else self.load()  # the thread died: say why, here
+        return result[0] if result else (None, "the model's load stopped")
 
 
 @dataclass(slots=True)
@@ -723,11 +735,11 @@ def _resolve_links(
 ) -> None:
     """Resolve links the way Obsidian does, against the current set of notes and aliases:
     every link, or only those of ``only_paths`` (notes whose text changed)."""
-    scoped = None
-    if only_paths is not None and len(only_paths) <= SCOPED_LINKS_NOTES:
-        cached = _RESOLVERS.get(database)
-        if cached is None or cached.stamp != store.notes_stamp(conn):
-            scoped = _scoped_notes(conn, only_paths)
+    # An edit in a process that never built the whole vault's resolver (a one-off command)
+    # reads only the notes its links can name; a long-lived process rebuilds its stale
+    # resolver once and keeps it for the edits that follow.
+    few = only_paths is not None and len(only_paths) <= SCOPED_LINKS_NOTES
+    scoped = _scoped_notes(conn, only_paths or []) if few and database not in _RESOLVERS else None
     updates: list[tuple[str, int | None]] = []
     resolved = unresolved = 0
 
@@ -744,10 +756,11 @@ def _resolve_links(
         resolve(rows)
     else:
         notes = _notes(conn, database)
-        query, params = LINKS_QUERY, ()
+        query: str = LINKS_QUERY
+        params: tuple[object, ...] = ()
         if only_paths is not None:
             query += " WHERE doc_id = ANY(%s)"
-            params = ([notes.ids[p] for p in only_paths if p in notes.ids],)  # type: ignore[assignment]
+            params = ([notes.ids[p] for p in only_paths if p in notes.ids],)
         # Streamed from a server-side cursor: a vault's every link at once was the largest
         # thing a full index held in memory (87 MB of rows on win32-17k).
         with conn.cursor(name="links_to_resolve") as cursor:
@@ -776,8 +789,9 @@ def _scoped_notes(
     name or alias matches a key ``links.lookups`` says resolving them may look up (plus
     the notes themselves). Keys are folded in Python (NFC, lower case); the database folds
     ASCII alike (COLLATE "C"), so a note with a non-ASCII path or alias (more bytes than
-    characters in UTF-8) is always read and the resolver compares its keys itself. None in
-    a database not in UTF-8 (the whole vault's resolver then)."""
+    characters in UTF-8) is always read and the resolver compares its keys itself. Aliases
+    are stored stripped (``chunk._strings``), as the resolver strips them. None in a
+    database not in UTF-8 (the whole vault's resolver then)."""
     if conn.info.parameter_status("server_encoding") != "UTF8":
         return None
     sources: dict[int, str] = dict(
@@ -797,12 +811,10 @@ def _scoped_notes(
              LATERAL (SELECT CASE WHEN k LIKE '%%.md' THEN left(k, -3) ELSE k END AS stem) AS s
         WHERE id = ANY(%(sources)s) OR octet_length(path) <> char_length(path)
            OR k = ANY(%(paths)s) OR stem = ANY(%(paths)s)
-           OR split_part(stem, '/', -1) = ANY(%(names)s)
+           OR substring(stem FROM '[^/]*$') = ANY(%(names)s)
            OR aliases <> '{}' AND EXISTS (
                 SELECT 1 FROM unnest(aliases) AS a
-                WHERE octet_length(a) <> char_length(a)
-                   OR lower(btrim(a, E' \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f') COLLATE "C")
-                      = ANY(%(aliases)s))
+                WHERE octet_length(a) <> char_length(a) OR lower(a COLLATE "C") = ANY(%(aliases)s))
         """,
         {
             "sources": list(sources),

@@ -147,6 +147,13 @@ class _Recorder(dict[str, list[str]]):
         self.asked.add(key)
         return default
 
+    # The resolver must ask through get() alone, or a key would go unrecorded.
+    def __getitem__(self, key: str) -> list[str]:
+        raise TypeError("LinkResolver lookups must use get()")
+
+    def __contains__(self, key: object) -> bool:
+        raise TypeError("LinkResolver lookups must use get()")
+
 
 def lookups(links: Iterable[tuple[Link, str]]) -> tuple[set[str], set[str], set[str]]:
     """Every key resolving ``links`` (each with its source note's path) may look up, as

@@ -194,6 +194,32 @@ def test_a_new_title_or_a_new_link_rebuilds_what_depends_on_it(
         conn.commit()
 
 
+def test_a_long_lived_process_rebuilds_a_stale_resolver_once_and_keeps_it(
+    make_app: AppFactory, vault_copy: Path
+) -> None:
+    """A retitled note moves the notes' stamp without renaming or adding a note: the next
+    edit of a process that holds a resolver rebuilds it for the whole vault and keeps it
+    (reading only the notes an edit's links name is for a process that holds none)."""
+    app = make_app(vault_copy)
+    app.index()
+    kept = index._RESOLVERS[app.db.url]
+    note = vault_copy / "cooking" / "Dashi.md"
+    note.write_text(
+        note.read_text(encoding="utf-8").replace("title: Dashi", "title: Kombu Stock"),
+        encoding="utf-8",
+    )
+    app.index()
+    _append(vault_copy / "cooking" / "Dashi.md", "\nPairs with [[Pain au levain]].\n")
+    app.index()
+    rebuilt = index._RESOLVERS[app.db.url]
+    with app.db.connection() as conn:
+        assert rebuilt is not kept and rebuilt.stamp == store.notes_stamp(conn)
+        conn.commit()
+    _append(vault_copy / "cooking" / "Dashi.md", "\nAnd [[Shakshuka]].\n")
+    app.index()
+    assert index._RESOLVERS[app.db.url] is rebuilt
+
+
 def test_links_of_an_edit_resolve_with_the_kept_resolver_and_new_notes_with_a_new_one(
     make_app: AppFactory, vault_copy: Path
 ) -> None:

@@ -173,30 +173,40 @@ def test_an_edit_loads_the_model_while_its_links_resolve(
     make_app, hobby_vault_dir, hobby_model, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Once a run has written passages its model has no vector for, the model loads in
-    the background (0.2-0.3 s for Model2Vec) while the run resolves links; a moved note,
-    written again with every passage embedded, loads nothing."""
-    from retriever import index
+    the background (0.2-0.3 s for Model2Vec) while the run resolves links: here the load
+    cannot finish before links resolve, and does. A moved note, written again with every
+    passage embedded, loads nothing."""
+    from retriever import index, tiers
 
     make_app(hobby_vault_dir, model=hobby_model).index()
     again = make_app(hobby_vault_dir, model=hobby_model)  # a new process: nothing loaded
-    loading: list[bool] = []
-    real = index._resolve_links
+    order: list[str] = []
+    links_resolving = threading.Event()
+    real_load, real_resolve = tiers.load_embedder, index._resolve_links
+
+    def gated_load(*args, **kwargs):  # type: ignore[no-untyped-def]
+        order.append("loaded after links" if links_resolving.wait(10) else "loaded first")
+        return real_load(*args, **kwargs)
 
     def resolving(*args, **kwargs):  # type: ignore[no-untyped-def]
-        started = any(t.name == "load-primary" for t in threading.enumerate())
-        loading.append(started or again.tiers.primary.loaded() is not None)
-        return real(*args, **kwargs)
+        order.append("links")
+        links_resolving.set()
+        return real_resolve(*args, **kwargs)
 
+    monkeypatch.setattr(tiers, "load_embedder", gated_load)
     monkeypatch.setattr(index, "_resolve_links", resolving)
     (hobby_vault_dir / "moved").mkdir()
     (hobby_vault_dir / "Kayak notes.md").rename(hobby_vault_dir / "moved" / "Kayak notes.md")
     report = again.index()
     assert report.files_changed == 1 and report.files_deleted == 1
-    assert loading == [False] and again.tiers.primary.loaded() is None
+    assert order == ["links"] and again.tiers.primary.loaded() is None
     assert report.passages_embedded == 0 and report.passages_pending == 0
+    order.clear()
+    links_resolving.clear()
     (hobby_vault_dir / "Kite notes.md").write_text("# Kite\n\nKitesurfing off the pier.\n")
     report = again.index()
-    assert loading == [False, True] and again.tiers.primary.loaded() is not None
+    assert sorted(order) == ["links", "loaded after links"]
+    assert again.tiers.primary.loaded() is not None
     assert report.passages_embedded == 1 and report.passages_pending == 0
 
 
