@@ -811,7 +811,7 @@ def _scoped_notes(
              LATERAL (SELECT CASE WHEN k LIKE '%%.md' THEN left(k, -3) ELSE k END AS stem) AS s
         WHERE id = ANY(%(sources)s) OR octet_length(path) <> char_length(path)
            OR k = ANY(%(paths)s) OR stem = ANY(%(paths)s)
-           OR substring(stem FROM '[^/]*$') = ANY(%(names)s)
+           OR reverse(split_part(reverse(stem), '/', 1)) = ANY(%(names)s)  -- 13 rejects -1
            OR aliases <> '{}' AND EXISTS (
                 SELECT 1 FROM unnest(aliases) AS a
                 WHERE octet_length(a) <> char_length(a) OR lower(a COLLATE "C") = ANY(%(aliases)s))
