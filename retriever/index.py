@@ -127,6 +127,8 @@ class TierJob:
     current: bool = False  # its vectors were complete and its model unchanged: not loaded
     # A load started in the background once the run wrote passages the model must embed.
     loading: tuple[threading.Thread, list[tuple[Embedder | None, str | None]]] | None = None
+    # Or, when those passages all had vectors: its stored model, (id, model, dimension).
+    complete: tuple[int, str, int] | None = None
 
     def start_loading(self) -> None:
         """Load the embedder in a thread of its own (``loaded`` joins it). The thread runs
@@ -575,8 +577,10 @@ def _start_loads(conn: psycopg.Connection, tiers: Sequence[TierJob]) -> None:
     vectors: its model loads (0.2-0.3 s for Model2Vec, most of it imports) while the run
     resolves links and collects orphans instead of after."""
     for job in tiers:
-        if job.load is not None and job.embedder is None and _current_model(conn, job) is None:
-            job.start_loading()
+        if job.load is not None and job.embedder is None:
+            job.complete = _current_model(conn, job)  # deletions and GC cannot undo it
+            if job.complete is None:
+                job.start_loading()
     conn.commit()
 
 
@@ -589,10 +593,10 @@ def _current_model(conn: psycopg.Connection, job: TierJob) -> tuple[int, str, in
 
 def _load_when_needed(conn: psycopg.Connection, job: TierJob, tier: TierReport) -> None:
     """Load a lazily given tier's embedder unless its unchanged model has a vector for
-    every passage (then the run counts its vectors against the stored model). A load
-    started in the background (``_start_loads``) is taken as it is."""
+    every passage (then the run counts its vectors against the stored model). What
+    ``_start_loads`` found stands: a load it started, or a model it found complete."""
     assert job.load is not None
-    known = None if job.loading is not None else _current_model(conn, job)
+    known = job.complete or (None if job.loading is not None else _current_model(conn, job))
     if known is not None:
         conn.commit()
         job.current = True

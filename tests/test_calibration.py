@@ -175,8 +175,8 @@ def test_an_edit_loads_the_model_while_its_links_resolve(
     """Once a run has written passages its model has no vector for, the model loads in
     the background (0.2-0.3 s for Model2Vec) while the run resolves links: here the load
     cannot finish before links resolve, and does. A moved note, written again with every
-    passage embedded, loads nothing."""
-    from retriever import index, tiers
+    passage embedded, loads nothing, and counts the missing vectors once."""
+    from retriever import index, store, tiers
 
     make_app(hobby_vault_dir, model=hobby_model).index()
     again = make_app(hobby_vault_dir, model=hobby_model)  # a new process: nothing loaded
@@ -193,13 +193,22 @@ def test_an_edit_loads_the_model_while_its_links_resolve(
         links_resolving.set()
         return real_resolve(*args, **kwargs)
 
+    counts: list[int | None] = []
+    real_count = store.count_pending
+
+    def counted(conn, model):  # type: ignore[no-untyped-def]
+        counts.append(model)
+        return real_count(conn, model)
+
     monkeypatch.setattr(tiers, "load_embedder", gated_load)
     monkeypatch.setattr(index, "_resolve_links", resolving)
+    monkeypatch.setattr(store, "count_pending", counted)
     (hobby_vault_dir / "moved").mkdir()
     (hobby_vault_dir / "Kayak notes.md").rename(hobby_vault_dir / "moved" / "Kayak notes.md")
     report = again.index()
     assert report.files_changed == 1 and report.files_deleted == 1
     assert order == ["links"] and again.tiers.primary.loaded() is None
+    assert len(counts) == 1 and counts[0] is not None
     assert report.passages_embedded == 0 and report.passages_pending == 0
     order.clear()
     links_resolving.clear()
