@@ -76,6 +76,28 @@ def retriever_exe() -> str:
     return which
 
 
+def run_retriever(
+    args: list[str],
+    env: dict[str, str],
+    *,
+    stdin: str | None = None,
+    cwd: Path | None = None,
+    timeout: float = 180,
+) -> subprocess.CompletedProcess[str]:
+    """Run the `retriever` command as a user would; its output as text, never raising on
+    its exit code (the caller asserts what it expects)."""
+    return subprocess.run(
+        [retriever_exe(), *args],
+        env=env,
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--faults-full",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from retriever.query_input import SearchInputError
-from tests.conftest import cli_env, retriever_exe, write_beir
+from tests.conftest import cli_env, retriever_exe, run_retriever, write_beir
 
 LONG_LINE = (
     "Restic keeps nightly snapshots of the photo library and prunes them weekly; the "
@@ -45,9 +45,7 @@ def _cli_env(db_url: str, tmp_path: Path) -> dict[str, str]:
 
 
 def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [retriever_exe(), *args], env=env, capture_output=True, text=True, check=False, timeout=120
-    )
+    return run_retriever(args, env, timeout=120)
 
 
 # ----------------------------------------------------------------- 1: no searchable terms

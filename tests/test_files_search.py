@@ -17,7 +17,7 @@ import pytest
 from retriever.app import Retriever
 from retriever.config import Settings
 from retriever.files_search import FilesQuery, search_files
-from tests.conftest import TEST_VAULT, retriever_exe
+from tests.conftest import TEST_VAULT, run_retriever
 
 
 def _closed_url() -> str:
@@ -102,9 +102,7 @@ def test_an_embedded_server_that_cannot_start_still_answers(tmp_path: Path) -> N
 def _cli(env_extra: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RETRIEVER_")}
     env.update(RETRIEVER_SERVICE="off", RETRIEVER_EMBED_MODEL="none", **env_extra)
-    return subprocess.run(
-        [retriever_exe(), *args], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
+    return run_retriever(list(args), env, timeout=120)
 
 
 def test_cli_search_without_database_is_degraded_not_failed(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ from retriever.planner_stats import ANALYZE_MIN_ROWS, ANALYZE_SHARE
 from retriever.prepare import embedding_input
 from retriever.scan import ALWAYS_EXCLUDED_DIRS
 from retriever.windows import embedding_windows, unpack_windows
-from tests.conftest import retriever_exe
+from tests.conftest import retriever_exe, run_retriever
 from tests.faults.dump import (
     assert_same_index,
     assert_stats_consistent,
@@ -143,9 +143,7 @@ def cli_env(url: str, home: Path, model: str | Path = "none", **extra: str) -> d
 
 
 def run_cli(args: list[str], env: dict[str, str], timeout: float = 120) -> tuple[int, dict, str]:
-    proc = subprocess.run(
-        [retriever_exe(), *args], env=env, capture_output=True, text=True, timeout=timeout
-    )
+    proc = run_retriever(args, env, timeout=timeout)
     try:
         data = json.loads(proc.stdout)
     except json.JSONDecodeError:

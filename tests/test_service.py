@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from retriever import client
-from tests.conftest import retriever_exe
+from tests.conftest import retriever_exe, run_retriever
 from tests.test_signals import _postmaster, _wait_gone
 
 pytestmark = pytest.mark.server
@@ -46,16 +46,7 @@ def _run(
     stdin: str | None = None,
     ok: tuple[int, ...] = (0, 1),
 ) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [retriever_exe(), *args],
-        env=env,
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    done = run_retriever(args, env, stdin=stdin, cwd=cwd)
     assert done.returncode in ok, done.stdout + done.stderr
     return done
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import retriever_exe
+from tests.conftest import retriever_exe, run_retriever
 
 pytestmark = pytest.mark.server
 
@@ -135,14 +135,7 @@ def test_two_vaults_keep_two_indexes_on_the_embedded_server(tmp_path: Path) -> N
         (vaults[name] / f"{word}.md").write_text(f"# {word}\n\nall about the {word}\n", "utf-8")
 
     def run(*args: str) -> dict[str, object]:
-        done = subprocess.run(
-            [retriever_exe(), *args, "--json"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+        done = run_retriever([*args, "--json"], env)
         assert done.returncode in (0, 1), done.stdout + done.stderr
         return json.loads(done.stdout)
 
@@ -169,15 +162,7 @@ def _run_once(
     home: Path, vault: Path, args: list[str], stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     env = _embedded_env(home, RETRIEVER_SERVICE="off", RETRIEVER_VAULT=str(vault))
-    return subprocess.run(
-        [retriever_exe(), *args],
-        input=stdin,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    return run_retriever(args, env, stdin=stdin)
 
 
 def test_a_command_has_stopped_its_server_when_it_exits(home: Path, vault: Path) -> None:
