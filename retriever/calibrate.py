@@ -39,7 +39,15 @@ from retriever.lexical import (
     tokenize,
 )
 from retriever.pseudo import NoteSample, PseudoQuery, Section, make_queries, name_key, note_order
-from retriever.ranking import DEFAULT_RANKING, Arms, Ranking, Walk, fuse, ranked_docs
+from retriever.ranking import (
+    DEFAULT_RANKING,
+    Arms,
+    Ranking,
+    Walk,
+    doc_rank,
+    fuse,
+    ranked_docs,
+)
 from retriever.search import Scope, Searcher, Spare, run_beside
 from retriever.titles import TitleIndex, note_names
 
@@ -112,10 +120,8 @@ class Workbench:
         out = np.zeros(len(which))
         for n, i in enumerate(which):
             arms = self.arms[i].copy()
-            scores = self.fused(arms, ranking)
-            docs = ranked_docs(scores, arms.doc_of)[:10]
-            target = self.queries[i].doc
-            out[n] = 1.0 / math.log2(docs.index(target) + 2) if target in docs else 0.0
+            rank = doc_rank(self.fused(arms, ranking), arms.doc_of, self.queries[i].doc)
+            out[n] = 1.0 / math.log2(rank + 2) if rank is not None and rank < 10 else 0.0
         return out
 
 

@@ -67,23 +67,45 @@ def _round_robin(lists: Sequence[Sequence[Hashable]]) -> list[Hashable]:
     return out
 
 
+def normalise(lists: Sequence[Mapping[K, float]], *, cosine: bool) -> list[dict[K, float]]:
+    """Each list's scores on linear fusion's scale: BM25 over the list's best, cosine
+    min-max normalised. Kept apart from ``linear_normalised`` because calibration fuses
+    one query's lists with dozens of weights: they are normalised once."""
+    out: list[dict[K, float]] = []
+    for ranked in lists:
+        if not ranked:
+            out.append({})
+            continue
+        hi, lo = max(ranked.values()), min(ranked.values())
+        span = (hi - lo) if cosine else hi
+        out.append(
+            {k: ((v - lo) if cosine else v) / span if span > 0 else 1.0 for k, v in ranked.items()}
+        )
+    return out
+
+
+def linear_normalised(
+    lexical: Sequence[Mapping[K, float]], semantic: Sequence[Mapping[K, float]], *, alpha: float
+) -> dict[K, float]:
+    """``linear`` over lists ``normalise`` has put on its scale."""
+    scores: dict[K, float] = {}
+    for weight, lists in ((1 - alpha, lexical), (alpha, semantic)):
+        n = max(1, len(lists))
+        for norms in lists:
+            for key, norm in norms.items():
+                scores[key] = scores.get(key, 0.0) + weight * norm / n
+    return scores
+
+
 def linear(
-    lexical: Sequence[Mapping[Hashable, float]],
-    semantic: Sequence[Mapping[Hashable, float]],
+    lexical: Sequence[Mapping[K, float]],
+    semantic: Sequence[Mapping[K, float]],
     *,
     alpha: float = 0.3,
-) -> dict[Hashable, float]:
+) -> dict[K, float]:
     """Convex combination of per-query normalised scores: (1 - alpha) * BM25 / max BM25
     + alpha * min-max normalised cosine. Unlike RRF it keeps how far ahead a hit is, so a
     weak arm cannot outvote a confident one. Queries are averaged."""
-    scores: dict[Hashable, float] = {}
-    for weight, lists, cosine in ((1 - alpha, lexical, False), (alpha, semantic, True)):
-        for ranked in lists:
-            if not ranked:
-                continue
-            hi, lo = max(ranked.values()), min(ranked.values())
-            span = (hi - lo) if cosine else hi
-            for key, value in ranked.items():
-                norm = ((value - lo) if cosine else value) / span if span > 0 else 1.0
-                scores[key] = scores.get(key, 0.0) + weight * norm / max(1, len(lists))
-    return scores
+    return linear_normalised(
+        normalise(lexical, cosine=False), normalise(semantic, cosine=True), alpha=alpha
+    )

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-from retriever.fuse import RankedList, interleave, linear, rrf
+from retriever.fuse import RankedList, interleave, linear_normalised, normalise, rrf
 
 Method = Literal["linear", "rrf", "interleave", "lexical", "semantic"]
 GRAPH_SEEDS = 10  # best hits whose notes seed the walk
@@ -104,6 +104,11 @@ class Arms:
     title: dict[int, float] = field(default_factory=dict)  # doc -> title score, best first
     doc_of: dict[int, int] = field(default_factory=dict)  # chunk -> doc, every chunk above
     identifier: bool = False  # the query looks like code: lexical leans in
+    # The lists on linear fusion's scale ("lexical", "semantic"), made on first use and
+    # shared by copies: calibration fuses one query's arms with dozens of rankings.
+    normalised: dict[str, list[dict[int, float]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def chunks(self) -> set[int]:
         out: set[int] = set()
@@ -114,7 +119,14 @@ class Arms:
 
     def copy(self) -> Arms:
         """A copy whose ``doc_of`` fusion may extend (it records title and graph chunks)."""
-        return Arms(self.lexical, self.semantic, self.title, dict(self.doc_of), self.identifier)
+        return Arms(
+            self.lexical,
+            self.semantic,
+            self.title,
+            dict(self.doc_of),
+            self.identifier,
+            self.normalised,
+        )
 
     def without_chunk(self, chunk: int) -> Arms:
         """The arms with one passage left out (the inverse-cloze pseudo-queries)."""
@@ -197,18 +209,27 @@ def _base(arms: Arms, r: Ranking) -> dict[int, float]:
     lean = r.identifier_lean if arms.identifier else 1.0
     # A single-arm ranking uses its arm when it has one; a mode that ran one arm uses it.
     if (r.method == "lexical" and lex) or not sem:
-        return dict(linear(lex, [], alpha=0.0))  # type: ignore[arg-type]
+        return linear_normalised(_normalised(arms, "lexical", lex), [], alpha=0.0)
     if r.method == "semantic" or not lex:
-        return dict(linear([], sem, alpha=1.0))  # type: ignore[arg-type]
+        return linear_normalised([], _normalised(arms, "semantic", sem), alpha=1.0)
     if r.method == "linear":
         alpha = r.semantic_weight / (r.semantic_weight + lean)
-        return dict(linear(lex, sem, alpha=alpha))  # type: ignore[arg-type]
+        lexn, semn = _normalised(arms, "lexical", lex), _normalised(arms, "semantic", sem)
+        return linear_normalised(lexn, semn, alpha=alpha)
     if r.method == "interleave":
         ratio = max(1, round(r.semantic_weight / lean))
         return dict(interleave([list(x) for x in sem], [list(x) for x in lex], ratio=ratio))  # type: ignore[arg-type]
     lists = [RankedList("lexical", list(x), lean) for x in lex]
     lists += [RankedList("semantic", list(x), r.semantic_weight) for x in sem]
     return dict(rrf(lists, k=r.rrf_k))  # type: ignore[arg-type]
+
+
+def _normalised(arms: Arms, arm: str, lists: list[dict[int, float]]) -> list[dict[int, float]]:
+    """``lists`` (the arm's non-empty lists) normalised, once per arms (see Arms.normalised)."""
+    found = arms.normalised.get(arm)
+    if found is None:
+        found = arms.normalised[arm] = normalise(lists, cosine=arm == "semantic")
+    return found
 
 
 def _credit_second_passage(
@@ -307,3 +328,21 @@ def ranked_docs(scores: Mapping[int, float], doc_of: Mapping[int, int]) -> list[
             seen.add(doc)
             out.append(doc)
     return out
+
+
+def doc_rank(scores: Mapping[int, float], doc_of: Mapping[int, int], doc: int) -> int | None:
+    """``ranked_docs(scores, doc_of).index(doc)`` (None when the note is not there) in two
+    passes instead of a sort: calibration asks it of every fused ranking it scores."""
+    best: tuple[float, int] | None = None  # (score, -chunk) of the note's best chunk
+    for cid, score in scores.items():
+        if doc_of.get(cid) == doc and (best is None or (score, -cid) > best):
+            best = (score, -cid)
+    if best is None:
+        return None
+    top, first = best[0], -best[1]
+    ahead = {
+        d
+        for cid, score in scores.items()
+        if (score > top or (score == top and cid < first)) and (d := doc_of.get(cid)) is not None
+    }
+    return len(ahead)

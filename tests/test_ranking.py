@@ -17,9 +17,10 @@ from retriever.absence import (
     unknown_share,
 )
 from retriever.calibrate import Chooser
+from retriever.fuse import linear
 from retriever.lexical import tokenize
 from retriever.pseudo import NoteSample, Section, make_queries, note_order, plain_text
-from retriever.ranking import DEFAULT_RANKING, Arms, Ranking, fuse, ranked_docs
+from retriever.ranking import DEFAULT_RANKING, Arms, Ranking, doc_rank, fuse, ranked_docs
 from retriever.search import SearchOptions, default_absent
 from retriever.titles import TitleIndex, note_names
 
@@ -133,6 +134,66 @@ def test_leave_one_out_and_hidden_chunk() -> None:
     assert all(10 not in loo.doc_of.values() for _ in [0]) and 1 not in loo.lexical[0]
     hidden = arms.without_chunk(3)
     assert 3 not in hidden.lexical[0] and 3 not in hidden.semantic[0]
+
+
+def _random_arms(rng: np.random.Generator) -> Arms:
+    """Two queries' lists over 40 chunks of 12 notes, with tied scores."""
+    chunks = rng.permutation(40)[: rng.integers(5, 40)]
+
+    def lists(scale: float) -> list[dict[int, float]]:
+        return [
+            {int(c): float(rng.integers(1, 6)) * scale for c in rng.choice(chunks, 15)}
+            for _ in range(2)
+        ]
+
+    return Arms(lists(2.5), lists(0.1), doc_of={int(c): int(c) % 12 for c in range(40)})
+
+
+def _plain_linear(arms: Arms, ranking: Ranking) -> dict[int, float]:
+    """What fusion gives without title, graph and second passage: ``linear`` itself."""
+    lex, sem = [x for x in arms.lexical if x], [x for x in arms.semantic if x]
+    if ranking.method == "lexical":
+        return linear(lex, [], alpha=0.0)
+    if ranking.method == "semantic":
+        return linear([], sem, alpha=1.0)
+    lean = ranking.identifier_lean if arms.identifier else 1.0
+    return linear(lex, sem, alpha=ranking.semantic_weight / (ranking.semantic_weight + lean))
+
+
+def test_normalised_lists_are_reused_only_by_copies_of_the_same_arms() -> None:
+    rng = np.random.default_rng(7)
+    plain = {"graph_weight": 0.0, "second_passage": 0.0}
+    rankings = [
+        Ranking("linear", sw, identifier_lean=lean, **plain)
+        for sw in (0.25, 1.0, 4.0)
+        for lean in (1.0, 2.0)
+    ] + [Ranking("lexical", **plain), Ranking("semantic", **plain)]
+    for _ in range(30):
+        arms = _random_arms(rng)
+        arms.identifier = bool(rng.integers(0, 2))
+        shared = arms.copy()
+        for ranking in rankings:  # one arms, normalised once, fused many ways
+            got = fuse(shared.copy(), ranking, first_chunk=lambda d: None)[0]
+            assert got == _plain_linear(arms, ranking)
+        assert shared.normalised and arms.normalised is shared.normalised
+        # A note left out or a passage hidden: other lists, normalised afresh.
+        first = next(iter(arms.lexical[0] or arms.doc_of))
+        for other in (arms.without_doc(arms.doc_of[first]), arms.without_chunk(first)):
+            assert not other.normalised
+            for ranking in rankings:
+                got = fuse(other.copy(), ranking, first_chunk=lambda d: None)[0]
+                assert got == _plain_linear(other, ranking)
+
+
+def test_doc_rank_is_the_notes_place_in_ranked_docs() -> None:
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        scores = {int(c): float(rng.integers(0, 4)) for c in rng.choice(50, 30)}  # ties
+        doc_of = {c: c % 9 for c in scores if c % 7}  # some chunks have no note
+        docs = ranked_docs(scores, doc_of)
+        for doc in range(10):
+            expected = docs.index(doc) if doc in docs else None
+            assert doc_rank(scores, doc_of, doc) == expected
 
 
 # --- titles ---------------------------------------------------------------------------
