@@ -7,7 +7,7 @@ document-level title/alias arm, and the link-graph walk seeded from the fused to
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -254,11 +254,14 @@ def _credit_second_passage(
         scores[-first[doc][1]] += share * runner_up
 
 
-def _best_chunk_of(scores: Mapping[int, float], doc_of: Mapping[int, int]) -> dict[int, int]:
+def _best_chunk_of(
+    scores: Mapping[int, float], doc_of: Mapping[int, int], docs: Collection[int]
+) -> dict[int, int]:
+    """The best-scoring chunk of each note in ``docs`` that has one (the first of equals)."""
     best: dict[int, int] = {}
     for cid, score in scores.items():
-        doc = doc_of.get(cid)
-        if doc is not None and (doc not in best or score > scores[best[doc]]):
+        doc = doc_of.get(cid, -1)
+        if doc in docs and (doc not in best or score > scores[best[doc]]):
             best[doc] = cid
     return best
 
@@ -271,7 +274,7 @@ def _lift_titles(
     if r.title_weight <= 0 or not arms.title:
         return
     top = max(scores.values(), default=1.0) or 1.0
-    best = _best_chunk_of(scores, arms.doc_of)
+    best = _best_chunk_of(scores, arms.doc_of, arms.title)
     for doc, strength in arms.title.items():
         chunk = best.get(doc) or first_chunk(doc)
         if chunk is None:
@@ -298,7 +301,7 @@ def _lift_neighbours(
     if not neighbours:
         return []
     top = scores[top_ids[0]] or 1.0
-    best = _best_chunk_of(scores, arms.doc_of)
+    best = _best_chunk_of(scores, arms.doc_of, set(neighbours))
     lifted: list[int] = []
     for rank, doc in enumerate(neighbours, start=1):
         chunk = best.get(doc) or first_chunk(doc)
