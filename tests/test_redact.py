@@ -150,6 +150,63 @@ def _path_after(prefix: str) -> Callable[[str], str]:
 SLACK_HOOK = "https://hooks.slack.com/services/"
 DISCORD_HOOK = "https://discord.com/api/webhooks/"
 
+# Other services' tokens (kind api_token), each in its vendor's shape.
+API_TOKENS: dict[str, Callable[[], str]] = {
+    "digitalocean": lambda: "do" + "p_v1_" + rand(64, HEX),
+    "shopify": lambda: "shp" + "at_" + rand(32, HEX),
+    "tailscale": lambda: "tskey" + "-auth-" + rand(12) + "-" + rand(32),
+    "linear": lambda: "lin" + "_api_" + rand(40),
+    "grafana_sa": lambda: "gl" + "sa_" + rand(32) + "_" + rand(8, HEX),
+    "grafana_cloud": lambda: "gl" + "c_" + rand(64, B64) + "==",
+    "newrelic": lambda: "NR" + "AK-" + rand(27, UPPER + DIGITS),
+    "pinecone": lambda: "pc" + "sk_" + rand(6) + "_" + rand(60),
+    "postman": lambda: "PM" + "AK-" + rand(24, HEX) + "-" + rand(34, HEX),
+    "pulumi": lambda: "pu" + "l-" + rand(40, HEX),
+    "replicate": lambda: "r8" + "_" + rand(37),
+    "figma": lambda: "fig" + "d_" + rand(40, URLSAFE),
+    "databricks": lambda: "da" + "pi" + rand(32, HEX),
+    "docker": lambda: "dckr" + "_pat_" + rand(27, URLSAFE),
+    "notion": lambda: "nt" + "n_" + rand(46),
+    "notion_legacy": lambda: "sec" + "ret_" + rand(43),
+    "vault": lambda: "hv" + "s." + rand(24, URLSAFE),
+    "vault_batch": lambda: "hv" + "b." + rand(90, URLSAFE),
+    "doppler": lambda: "dp" + ".st." + rand(43),
+    "doppler_config": lambda: "dp" + ".st.prd." + rand(43),
+    "age": lambda: "AGE" + "-SECRET-KEY-1" + rand(58, UPPER + DIGITS),
+    "heroku": lambda: "HR" + "KU-" + rand(60, URLSAFE),
+    "mapbox": lambda: "sk" + ".eyJ" + rand(40, URLSAFE) + "." + rand(22, URLSAFE),
+    "dropbox": lambda: "sl" + "." + rand(140, URLSAFE),
+    "meta": lambda: "EA" + "AG" + rand(150),
+    "onepassword": lambda: "ops" + "_eyJ" + rand(120, URLSAFE),
+    "sentry_user": lambda: "sntry" + "u_" + rand(64, HEX),
+    "rubygems": lambda: "rubygems" + "_" + rand(48, HEX),
+    "xai": lambda: "xa" + "i-" + rand(80),
+    "perplexity": lambda: "pp" + "lx-" + rand(48),
+    "nvidia": lambda: "nv" + "api-" + rand(64, URLSAFE),
+    "tavily": lambda: "tv" + "ly-" + rand(32),
+    "langsmith": lambda: "ls" + "v2_pt_" + rand(32, HEX) + "_" + rand(10, HEX),
+    "atlassian": lambda: "AT" + "ATT3x" + rand(180, URLSAFE) + "=" + rand(8, HEX).upper(),
+    "contentful": lambda: "CF" + "PAT-" + rand(43, URLSAFE),
+    "square": lambda: "sq" + "0atp-" + rand(22, URLSAFE),
+    "jfrog": lambda: "AK" + "Cp" + rand(69),
+    "google_refresh": lambda: "1/" + "/0" + rand(100, URLSAFE),
+    "supabase": lambda: "sb" + "p_" + rand(40, HEX),
+    "netlify": lambda: "nf" + "p_" + rand(36),
+    "flyio": lambda: "fo" + "1_" + rand(43, URLSAFE),
+    "render": lambda: "rn" + "d_" + rand(32),
+    "planetscale": lambda: "psc" + "ale_tkn_" + rand(43),
+    "buildkite": lambda: "bk" + "ua_" + rand(40, HEX),
+    "circleci": lambda: "CCI" + "PAT_" + rand(22) + "_" + rand(40, HEX),
+    "bitbucket": lambda: "AT" + "BB" + rand(32),
+    "airtable": lambda: "pa" + "t" + rand(14) + "." + rand(64, HEX),
+    "hubspot": lambda: "pa" + "t-na1-" + str(uuid.uuid4()),
+    "brevo": lambda: "xkey" + "sib-" + rand(64, HEX) + "-" + rand(16),
+    "plaid": lambda: "acc" + "ess-production-" + str(uuid.uuid4()),
+    "terraform": lambda: rand(14) + ".atlas" + "v1." + rand(70, URLSAFE),
+    "mailchimp": lambda: rand(32, HEX) + "-us" + digits(2),
+    "azure_devops": lambda: rand(76) + "AZ" + "DO" + rand(4),
+}
+
 TOKENS: dict[str, Token] = {
     "openai_legacy": Token("openai_key", lambda: "sk-" + rand(48)),
     "openai_project": Token("openai_key", lambda: "sk-" + "proj-" + rand(156, URLSAFE)),
@@ -206,6 +263,7 @@ TOKENS: dict[str, Token] = {
     "huggingface": Token("huggingface_token", lambda: "hf" + "_" + rand(34, LETTERS)),
     "telegram": Token("telegram_bot_token", lambda: digits(10) + ":AA" + rand(33, URLSAFE)),
     "jwt": Token("jwt", jwt),
+    **{f"api_{name}": Token("api_token", make) for name, make in API_TOKENS.items()},
 }
 
 # Where a developer pastes a token. `{s}` is replaced by the token.
@@ -871,6 +929,13 @@ def keep_cases() -> dict[str, str]:
         "cpp_scope": "std::string password = read_password();",
         "rust_path": "let key = Key::from_slice(&bytes);",
         "telegram_like_time": "at 20240101:1200 the bot restarted",
+        # words and identifiers that start like another service's token
+        "snake_case_like_token": "call lin_api_request_handler_for_the_sync_service_now()",
+        "secret_prefixed_identifier": "secret_" + "a" * 12 + "bcdefghijklmnopqrstuvwxyzabcdefg",
+        "dotted_like_vault": "use hvs.something_that_is_not_a_token_at_all here",
+        "locale_in_link": "https://learn.microsoft.com/en-us/windows/win32/api/",
+        "hex_locale_suffix": f"build {rand(32, HEX)}-us-east-1 deployed",
+        "dropbox_like_words": "sl." + "-".join(["lorem", "ipsum", "dolor"] * 12),
     }
 
 

@@ -49,12 +49,18 @@ from retriever.redact.logins import redact_logins
 from retriever.redact.pem import redact_pem
 from retriever.redact.prose import redact_prose
 from retriever.redact.tables import redact_tables
-from retriever.redact.vendors import HEADER_RULES, VENDOR_RULES, apply_rule, redact_scoped
+from retriever.redact.vendors import (
+    HEADER_RULES,
+    VENDOR_RULES,
+    apply_rule,
+    redact_api_tokens,
+    redact_scoped,
+)
 
 log = logging.getLogger(__name__)
 
 # Bump whenever a rule changes: stored text redacted by an older version must be re-indexed.
-REDACTOR_VERSION = "4"
+REDACTOR_VERSION = "5"
 
 KINDS: tuple[str, ...] = (
     "private_key",
@@ -81,6 +87,7 @@ KINDS: tuple[str, ...] = (
     "pypi_token",
     "huggingface_token",
     "telegram_bot_token",
+    "api_token",
     "kubernetes_secret",
     "jwt",
     "url_password",
@@ -102,7 +109,14 @@ def redact(text: str) -> tuple[str, Counter[str]]:
         return text, counts
     text = redact_pem(text, counts)
     note = Note(text)  # the lowercase text and the trigger-word lines, shared by every rule
-    for rule in (*VENDOR_RULES, *HEADER_RULES):
+    for rule in VENDOR_RULES:
+        new = apply_rule(rule, note, counts)
+        if new is not note.text:
+            note = Note(new)
+    new = redact_api_tokens(note, counts)
+    if new is not note.text:
+        note = Note(new)
+    for rule in HEADER_RULES:
         new = apply_rule(rule, note, counts)
         if new is not note.text:
             note = Note(new)
