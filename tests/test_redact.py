@@ -36,6 +36,7 @@ B64 = ALNUM + "+/"
 URLSAFE = ALNUM + "-_"
 D5 = "-" * 5
 PRIV = "PRIVATE" + " KEY"
+DJANGO = LOWER + DIGITS + "!@#$%^&*(-_=+)"  # get_random_secret_key's alphabet
 
 
 # --------------------------------------------------------------------------- generators
@@ -561,6 +562,23 @@ CASES: dict[str, Case] = {
     ),
     "key_cle_de_chiffrement": Case("secret", "clé de chiffrement : {s}", b64_key),
     "key_cle_sans_accent": Case("secret", "cle de chiffrement: {s}", b64_key),
+    # a value's whole run is its own in dotenv and YAML: &, parentheses, a leading symbol
+    "env_password_ampersand": Case(
+        "password", "POSTGRES_PASSWORD={s}", lambda: rand(6) + "&" + rand(9)
+    ),
+    "ado_password_ampersand": Case(
+        "password", "Server=db;User Id=sa;Password={s};", lambda: rand(5) + "&+" + rand(8)
+    ),
+    "env_password_symbol_first": Case("password", "DB_PASSWORD={s}", lambda: "!" + rand(15)),
+    "yaml_token_dash_first": Case("secret", "api_token: {s}", lambda: "-" + rand(40)),
+    "django_secret_key_env": Case("secret", "SECRET_KEY={s}", lambda: rand(50, DJANGO)),
+    "django_secret_key_yaml": Case("secret", "SECRET_KEY: {s}", lambda: rand(50, DJANGO)),
+    "yaml_base64_padded": Case("secret", "NEXTAUTH_SECRET: {s}", lambda: b64_key(32)),
+    "url_password_percent_escape": Case(
+        "url_password", "DATABASE_URL=mysql://app:{s}@127.0.0.1:3306/wp", lambda: "%25" + rand(14)
+    ),
+    "wifi_psk_quoted": Case("password", 'psk="{s}"', password),
+    "wifi_psk_env": Case("password", "PSK={s}", password),
 }
 
 # How a contextual snippet sits in a note.
@@ -929,6 +947,10 @@ def keep_cases() -> dict[str, str]:
         "cpp_scope": "std::string password = read_password();",
         "rust_path": "let key = Key::from_slice(&bytes);",
         "telegram_like_time": "at 20240101:1200 the bot restarted",
+        "query_string_next_param": f"https://x.invalid/cb?token_type=bearer&state={rand(8)}",
+        "code_optional_chaining": "const token = session?.accessToken;",
+        "yaml_alias_password": "password: *default_password",
+        "printf_placeholder": "password = %(password)s",
         # words and identifiers that start like another service's token
         "snake_case_like_token": "call lin_api_request_handler_for_the_sync_service_now()",
         "secret_prefixed_identifier": "secret_" + "a" * 12 + "bcdefghijklmnopqrstuvwxyzabcdefg",

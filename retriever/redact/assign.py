@@ -56,6 +56,7 @@ _VALUE_RE = re.compile(
 
 _KEY_HINT = re.compile(
     r"(?i)pass|pwd|pw|secret|token|key|auth|cred|sig|cookie|session|salt|hmac|sas|bearer|jwt|otp"
+    r"|psk"
 )
 
 _CRED_WORD = re.compile(r"(?i)pass|pwd|secret|token|key|cred|auth")
@@ -83,10 +84,17 @@ _TYPE_ABBREVIATIONS = frozenset(
 
 _UNION_NEXT = re.compile(r"[ \t]*\|")
 
+_CALL_START = re.compile(r"[A-Za-z_][\w.]*\(")
+
+# Where an unquoted value stopped before its run ended: at `&`, `(` or `)` (dotenv and YAML
+# values hold them: Django's SECRET_KEY, `P&ssw0rd`). The run goes on to whitespace.
+_RUN_REST = re.compile(r"[^\s\"'`]+")
+
 # API keys and tokens use this alphabet; `{`, `(`, `|`, `\` and friends mean code or syntax.
 _TOKEN_CHARS = re.compile(r"[A-Za-z0-9+/=_\-.~%]+")
 
-_PW_WORDS = frozenset("password passwd passwort passphrase passcode pwd pass pw pword".split())
+# psk: a Wi-Fi pre-shared key (wpa_supplicant, NetworkManager), which is its password.
+_PW_WORDS = frozenset("password passwd passwort passphrase passcode pwd pass pw pword psk".split())
 
 _SECRET_WORDS = frozenset("secret secrets token apikey credential credentials".split())
 
@@ -189,6 +197,7 @@ class _Site:
     spaced: bool  # whitespace before the separator or between it and the value
     tight: bool  # no whitespace between separator and value
     follow: str  # the character right after the value
+    env: bool  # a whole-run value (dotenv, YAML): symbols, parentheses and & are its own
     text: str
     end: int
 
@@ -207,7 +216,17 @@ def _is_type_name(v: str) -> bool:
 
 def _unquoted_is_literal(v: str, site: _Site) -> bool:
     """False when an unquoted value is code, a type, a flag or the start of a sentence."""
-    if v[0] in "!&*@(-:" or "(" in v or "[" in v:  # YAML tag/alias, call, index, next flag
+    if site.env:
+        # KEY=value to the end of its run, as dotenv reads it: `!`, `@`, `(` or `&` are
+        # characters of the password. Not a command substitution, a YAML tag or alias
+        # (`key: !Ref x`, `*alias`), a call (`KEY=f(x)`) or a flag (`pass: -v`).
+        if v.startswith(("$(", "`")) or (
+            v.endswith((")", "`")) and ("$(" in v or "`" in v or _CALL_START.match(v))
+        ):
+            return False
+        if (site.sep == ":" and v[0] in "!&*") or (v[0] == "-" and not looks_random(v[1:])):
+            return False
+    elif v[0] in "!&*@(-:" or "(" in v or "[" in v:  # YAML tag/alias, call, index, next flag
         return False
     if is_code_ref(v):
         return False
@@ -234,6 +253,44 @@ def _unquoted_is_literal(v: str, site: _Site) -> bool:
         if (site.sep == "=" and site.spaced) or (site.sep == ":" and site.tight):
             return False
     return True
+
+
+def _is_annotation(ann: str) -> bool:
+    """``: Type =`` holds a type (``str``, ``SecretStr``, ``typing.Optional[str]``), not a
+    random run that ends in ``=``."""
+    name = ann.lstrip(":").rstrip("= \t").split("[", 1)[0].split("|", 1)[0].strip()
+    parts = name.split(".")
+    return all(p and (is_wordy(p) or _is_type_name(p)) for p in parts)
+
+
+def _whole_run(text: str, sep: str, vm: re.Match[str]) -> bool:
+    """A value whose run of non-space characters is all its own: ``KEY=value`` with nothing
+    between (dotenv, shell, compose), or ``key: value`` ending its line (YAML)."""
+    if sep == "=":
+        return not vm.group("pad") and text[vm.start() - 2 : vm.start() - 1] != " "
+    if sep == ":":
+        end = _run_end(text, vm.end("uv"))
+        line_end = text.find("\n", end)
+        rest = text[end : len(text) if line_end < 0 else line_end]
+        rest = rest.strip()
+        return not rest or rest.startswith("#") or rest == "-->"
+    return False
+
+
+def _run_end(text: str, pos: int) -> int:
+    """End of the run of non-space characters from ``pos``, less an unbalanced closing
+    bracket or a trailing period (``KEY=p(w)x)`` in a call, ``… is a&b.``)."""
+    m = _RUN_REST.match(text, pos)
+    end = m.end() if m else pos
+    run = text[:end]
+    while (
+        end > pos
+        and run[end - 1] in ").,;"
+        and (run[end - 1] != ")" or run.count("(", pos) < run.count(")", pos))
+    ):
+        end -= 1
+        run = text[:end]
+    return end
 
 
 def _judge(tier: str, kind: str, raw: str, v: str, site: _Site) -> str:
@@ -308,13 +365,20 @@ def redact_assignments(note: Note, counts: Counter[str]) -> str:
         if not _KEY_HINT.search(key) or text.startswith(MARK, key_start - len(MARK)):
             continue
         sep = _separator(m)
+        if sep == "ann" and not _is_annotation(m.group("ann")):
+            # `SECRET: hIU9…N04=` is a value ending in base64 padding, not `key: Type =`.
+            sep, value_from = ":", m.start("ann") + 1
+        else:
+            value_from = m.end()
         sep_start = m.start("sep") if sep not in ("ann", " ") else m.end("key")
+        if sep == ":" and m.group("ann") is not None:
+            sep_start = m.start("ann")
         if sep == ":" and text[sep_start - 1] in " \t":
             continue  # "pass :role:" is prose; YAML, JSON and env put ':' right after the key
         classified = _classify_key(_compound_key(text, key_start, key))
         if classified is None:
             continue
-        vm = _VALUE_RE.match(text, m.end())
+        vm = _VALUE_RE.match(text, value_from)
         if vm is None:
             continue
         quoted = vm.group("q") is not None
@@ -326,6 +390,10 @@ def redact_assignments(note: Note, counts: Counter[str]) -> str:
         ):
             continue
         start, end = vm.span("qv" if quoted else "uv")
+        env = not quoted and _whole_run(text, sep, vm)
+        in_query = text[key_start - 1 : key_start] in ("?", "&")  # `?token=abc&state=x`
+        if env and not in_query and text[end : end + 1] in ("&", "(", ")"):
+            end = _run_end(text, end)
         raw = value = text[start:end]
         if not quoted:
             value = raw.rstrip(".:*")  # a final "!" is part of a password far more often
@@ -338,13 +406,14 @@ def redact_assignments(note: Note, counts: Counter[str]) -> str:
             sep=sep,
             spaced=text[sep_start - 1] in " \t" or bool(vm.group("pad").strip("*")),
             tight=not vm.group("pad").strip("*"),
-            follow=text[vm.end() : vm.end() + 1],
+            follow=text[end : end + 1] if env else text[vm.end() : vm.end() + 1],
             text=text,
             end=end,
+            env=env,
         )
         kind = _judge(*classified, raw, value, site)
         if kind:
             edits.append((start, end, marker(kind)))
             counts[kind] += 1
-            pos = vm.end()
+            pos = max(vm.end(), end)
     return splice(text, edits)

@@ -108,7 +108,9 @@ def is_placeholder(value: str) -> bool:
     if not s or s.startswith(("&lt;", "&#")):  # HTML-escaped <placeholder>
         return True
     low = s.lower()
-    if low in _KEEP_WORDS or s[0] in "$%<{[":  # ${VAR}, $VAR, %(x)s, <your-key>, {{ v }}, [..]
+    if low in _KEEP_WORDS or s[0] in "$<{[":  # ${VAR}, $VAR, <your-key>, {{ v }}, [..]
+        return True
+    if s[0] == "%" and not _PERCENT_ESCAPE.match(s):  # %(x)s, %PASSWORD%, but not %25…
         return True
     if "..." in s or "…" in s or low.startswith(("enc[", "vault:")):
         return True
@@ -164,7 +166,9 @@ def userpass_b64(v: str) -> bool:
     return bool(sep and user and pw) and raw.isprintable()
 
 
-_DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
+_DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\??\.[A-Za-z_$][\w$]*)+")  # a?.b: optional chaining
+
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.\-/]*|[A-Za-z]:\\\S*")
 
