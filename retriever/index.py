@@ -52,7 +52,7 @@ from retriever.prepare import (
     run_jobs,
 )
 from retriever.redact import REDACTOR_VERSION
-from retriever.scan import FileInfo, ScanReport, rescan_paths, scan_vault
+from retriever.scan import FileInfo, ScanReport, decodable, rescan_paths, scan_vault
 from retriever.tiers import unchanged_model
 
 log = logging.getLogger(__name__)
@@ -414,9 +414,15 @@ def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
             conn, [f.path for f in changed] if n_indexed and not full else []
         )
         conn.commit()
-    report.skipped = scan.skipped_too_large + scan.skipped_escaping_links
+    report.skipped = scan.skipped_too_large + scan.skipped_escaping_links + scan.skipped_bad_names
     for rel in scan.skipped_too_large:
         report.warnings.append(f"{rel}: skipped, over {settings.max_file_bytes} bytes")
+    for rel in scan.skipped_bad_names:
+        report.errors.append(f"{rel}: skipped, its name is not valid UTF-8 (rename it to index it)")
+    for folder, why in scan.unreadable_dirs:
+        report.errors.append(
+            f"{folder or '.'}/: cannot read the folder ({why}); its indexed notes are kept as they were"
+        )
     new = sum(1 for f in scan.files if f.path not in states)
     report.files_seen = len(scan.files) if touched is None else n_indexed - len(deleted) + new
     if rebuild:
@@ -1002,7 +1008,8 @@ def _look_at(
     conn: psycopg.Connection, settings: Settings, touched: Collection[str]
 ) -> tuple[dict[str, store.FileStamp], ScanReport]:
     """The index's stamps of the ``touched`` paths, and what a walk would find of them."""
-    states = store.load_stamps(conn, touched) if touched else {}
+    stored = [p for p in touched if decodable(p)]  # no index holds an undecodable path
+    states = store.load_stamps(conn, stored) if stored else {}
     scan = rescan_paths(
         settings.resolved_vault(),
         states,
@@ -1027,7 +1034,8 @@ def _compare(
 ) -> tuple[list[FileInfo], list[str]]:
     """(files whose size or mtime differ from the index, indexed paths gone from disk)."""
     changed = [f for f in scan.files if _differs(states.get(f.path), f)]
-    deleted = sorted(set(states) - {f.path for f in scan.files})
+    gone = set(states) - {f.path for f in scan.files}
+    deleted = sorted(p for p in gone if not scan.hides(p))
     return changed, deleted
 
 

@@ -40,6 +40,28 @@ class ScanReport:
     files: list[FileInfo] = field(default_factory=list)
     skipped_too_large: list[str] = field(default_factory=list)
     skipped_escaping_links: list[str] = field(default_factory=list)
+    skipped_bad_names: list[str] = field(default_factory=list)  # shown with \\xNN escapes
+    unreadable_dirs: list[tuple[str, str]] = field(default_factory=list)  # (folder, why)
+
+    def hides(self, path: str) -> bool:
+        """``path`` lies in a folder the walk could not read: whether it is still there is
+        unknown, so it must not count as deleted."""
+        return any(not d or path == d or path.startswith(d + "/") for d, _ in self.unreadable_dirs)
+
+
+def decodable(name: str) -> bool:
+    """A name the file system gave as valid UTF-8 (else Python holds its bytes as lone
+    surrogates, which no database, JSON document or terminal can take)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown(name: str) -> str:
+    """``name`` with its undecodable bytes written as ``\\xNN``."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 class VaultFilter:
@@ -112,10 +134,13 @@ def scan_vault(
         try:
             entries = list(os.scandir(real_dir))
         except OSError as exc:
-            log.warning("cannot read folder %s: %s", rel_dir or ".", exc.strerror)
+            report.unreadable_dirs.append((rel_dir, exc.strerror or str(exc)))
             return
         for entry in sorted(entries, key=lambda e: e.name):
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if not decodable(entry.name):
+                report.skipped_bad_names.append(shown(rel))
+                continue
             try:
                 if entry.is_symlink():
                     # Symlinks are never followed. One leaving the vault is refused and
@@ -163,6 +188,9 @@ def rescan_paths(
     stamps = dict(known)
     report = ScanReport()
     for rel in touched:
+        if not decodable(rel):
+            report.skipped_bad_names.append(shown(rel))
+            continue
         stamps.pop(rel, None)
         info = _reachable_note(root, rel, filt)
         if info is None:

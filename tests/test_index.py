@@ -1757,3 +1757,56 @@ def test_a_script_without_the_main_guard_fails_instead_of_waiting_forever(
     assert done.returncode != 0
     assert "indexed" not in done.stdout
     assert 'if __name__ == "__main__":' in done.stderr
+
+
+def test_a_folder_that_cannot_be_read_keeps_its_notes_and_says_so(
+    make_app, tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether its notes are still there is unknown: they stay indexed as they were, and
+    the run reports an error (exit 1) instead of deleting them. The error is raised here:
+    the tests run as root, who reads any folder."""
+    vault = tmp_path / "v"
+    for rel in ("a.md", "locked/b.md", "locked/deep/c.md"):
+        (vault / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault / rel).write_text(f"# {rel}\n\nText of {rel} about gardens.\n", encoding="utf-8")
+    app = make_app(vault)
+    assert app.index().errors == []
+    real = os.scandir
+
+    def scandir(path: object) -> object:
+        if Path(str(path)).name == "locked":
+            raise PermissionError(13, "Permission denied")
+        return real(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    (vault / "a.md").write_text("# a\n\nEdited.\n", encoding="utf-8")
+    report = app.index()
+    assert report.files_deleted == 0 and report.files_changed == 1
+    assert report.errors == [
+        "locked/: cannot read the folder (Permission denied); its indexed notes are kept as they were"
+    ]
+    assert doc_paths(db_url) == {"a.md", "locked/b.md", "locked/deep/c.md"}
+    monkeypatch.setattr(os, "scandir", real)
+    (vault / "locked" / "b.md").unlink()  # readable again: a real deletion is one
+    again = app.index()
+    assert again.errors == [] and again.files_deleted == 1
+    assert doc_paths(db_url) == {"a.md", "locked/deep/c.md"}
+
+
+def test_a_file_name_that_is_not_utf8_is_skipped_and_the_rest_indexed(
+    make_app, tmp_path: Path, db_url: str
+) -> None:
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "a.md").write_text("# a\n\nGardens.\n", encoding="utf-8")
+    with open(os.fsencode(vault) + b"/\xff_bad.md", "wb") as fh:
+        fh.write(b"# bad\n\nGardens too.\n")
+    app = make_app(vault)
+    report = app.index()
+    assert report.errors == [
+        "\\xff_bad.md: skipped, its name is not valid UTF-8 (rename it to index it)"
+    ]
+    assert doc_paths(db_url) == {"a.md"}
+    assert app.index(touched={os.fsdecode(b"\xff_bad.md"), "a.md"}).errors == report.errors
+    hits = app.search("gardens", fresh=True).hits
+    assert [h.path for h in hits] == ["a.md"]

@@ -12,6 +12,7 @@ from retriever.scan import (
     ALWAYS_EXCLUDED_DIRS,
     ScanReport,
     VaultFilter,
+    decodable,
     rescan_paths,
     scan_vault,
 )
@@ -282,9 +283,7 @@ def test_missing_vault_raises(tmp_path: Path) -> None:
         scan_vault(tmp_path / "file.md")
 
 
-def test_unreadable_folder_is_skipped_with_a_warning(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_unreadable_folder_is_reported(tmp_path: Path) -> None:
     if os.geteuid() == 0:
         pytest.skip("root reads any folder")
     vault = tmp_path / "v"
@@ -292,12 +291,53 @@ def test_unreadable_folder_is_skipped_with_a_warning(
     write(vault / "locked" / "b.md")
     (vault / "locked").chmod(0)
     try:
-        with caplog.at_level(logging.WARNING, logger="retriever.scan"):
-            report = scan_vault(vault)
+        report = scan_vault(vault)
     finally:
         (vault / "locked").chmod(0o755)
     assert paths(report) == ["a.md"]
-    assert any("locked" in r.getMessage() for r in caplog.records)
+    assert [d for d, _ in report.unreadable_dirs] == ["locked"]
+
+
+def test_a_folder_the_walk_cannot_read_hides_its_notes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its notes' fate is unknown, so they are reported hidden, never deleted (the error
+    is the operating system's: root reads any folder, so it is raised here)."""
+    vault = tmp_path / "v"
+    write(vault / "a.md")
+    write(vault / "locked" / "b.md")
+    write(vault / "lockedness.md")
+    real = os.scandir
+
+    def scandir(path: object) -> object:
+        if Path(str(path)).name == "locked":
+            raise PermissionError(13, "Permission denied")
+        return real(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    report = scan_vault(vault)
+    assert paths(report) == ["a.md", "lockedness.md"]
+    assert report.unreadable_dirs == [("locked", "Permission denied")]
+    assert report.hides("locked/b.md") and report.hides("locked/deeper/c.md")
+    assert not report.hides("lockedness.md") and not report.hides("a.md")
+
+
+def test_names_that_are_not_utf8_are_skipped_and_reported(tmp_path: Path) -> None:
+    vault = tmp_path / "v"
+    write(vault / "a.md")
+    root = os.fsencode(vault)
+    with open(root + b"/\xff_bad.md", "wb") as fh:
+        fh.write(b"# bad\n")
+    os.mkdir(root + b"/dir\xfe")
+    with open(root + b"/dir\xfe/inner.md", "wb") as fh:
+        fh.write(b"# inner\n")
+    report = scan_vault(vault)
+    assert paths(report) == ["a.md"]
+    assert sorted(report.skipped_bad_names) == ["\\xff_bad.md", "dir\\xfe"]
+    assert all(decodable(name) for name in report.skipped_bad_names)  # printable as given
+    touched = [os.fsdecode(b"\xff_bad.md"), "a.md"]
+    again = rescan_paths(vault, {}, touched)
+    assert paths(again) == ["a.md"] and again.skipped_bad_names == ["\\xff_bad.md"]
 
 
 # --- bugs -----------------------------------------------------------------------------
