@@ -81,8 +81,10 @@ def code_stamp() -> str:
 
 
 def mode() -> str:
+    """RETRIEVER_SERVICE; a value that is none of MODES runs here ("off"), where the
+    settings refuse it with one clear line."""
     value = os.environ.get("RETRIEVER_SERVICE", "auto").strip().lower()
-    return value if value in MODES else "auto"
+    return value if value in MODES else "off"
 
 
 def command_of(argv: list[str]) -> str | None:

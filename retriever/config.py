@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 import platformdirs
 from pydantic import AliasChoices, Field, ValidationError, field_validator
@@ -26,7 +27,9 @@ DEFAULT_MODEL = "minishlab/potion-base-8M"
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="RETRIEVER_", extra="ignore")
+    # NaN and infinity are refused everywhere: a NaN weight sorts results at random and
+    # writes NaN into JSON.
+    model_config = SettingsConfigDict(env_prefix="RETRIEVER_", extra="ignore", allow_inf_nan=False)
 
     vault: Path = Field(default=Path("."), description="Folder of markdown notes to index")
     home: Path = Field(
@@ -51,25 +54,26 @@ class Settings(BaseSettings):
         default=None, description="Dimension the primary model must answer with (checked first)"
     )
     ollama_url: str = Field(default="http://127.0.0.1:11434")
-    ollama_timeout: float = 60.0
+    ollama_timeout: float = Field(default=60.0, gt=0)
     probe_timeout: float = Field(
         default=5.0,
+        gt=0,
         description="Seconds a tier probe or a query embedding may wait before the next tier answers",
     )
     probe_interval_max: float = Field(
-        default=30.0, description="Longest wait between two probes of a tier that is down"
+        default=30.0, gt=0, description="Longest wait between two probes of a tier that is down"
     )
-    embed_batch: int = 512
+    embed_batch: int = Field(default=512, ge=1)
 
     include: list[str] = Field(default_factory=lambda: ["**/*.md"])
     exclude: list[str] = Field(default_factory=list)
-    max_file_bytes: int = 2_000_000
+    max_file_bytes: int = Field(default=2_000_000, ge=1)
 
-    chunk_min_chars: int = 30
-    chunk_max_chars: int = 2000
+    chunk_min_chars: int = Field(default=30, ge=0)
+    chunk_max_chars: int = Field(default=2000, ge=100)
 
-    bm25_k1: float = 1.2
-    bm25_b: float = 0.75
+    bm25_k1: float = Field(default=1.2, ge=0)
+    bm25_b: float = Field(default=0.75, ge=0, le=1)
 
     # Ranking: calibrated per (vault, model) after indexing; a value set here overrides
     # the calibrated choice (unset = calibrated, or the defaults before calibration).
@@ -77,40 +81,48 @@ class Settings(BaseSettings):
         default="auto", description="auto | linear | rrf | rrf30 | interleave | lexical | semantic"
     )
     graph: bool = Field(default=True, description="Lift linked neighbours (random walk)")
-    graph_weight: float | None = None
+    graph_weight: float | None = Field(default=None, ge=0)
     semantic_weight: float | None = Field(
-        default=None, description="Semantic weight relative to lexical (1.0)"
+        default=None, ge=0, description="Semantic weight relative to lexical (1.0)"
     )
-    title_weight: float | None = Field(default=None, description="Weight of the title/alias arm")
-    rrf_k: float | None = None
+    title_weight: float | None = Field(
+        default=None, ge=0, description="Weight of the title/alias arm"
+    )
+    rrf_k: float | None = Field(default=None, gt=0)
     identifier_lean: float | None = Field(
-        default=None, description="Lexical weight multiplier for identifier-like queries"
+        default=None, gt=0, description="Lexical weight multiplier for identifier-like queries"
     )
     link_prior: float | None = Field(
         default=None, ge=0.0, description="Weight of the link prior (notes other notes cite)"
     )
     calibrate: bool = Field(default=True, description="Calibrate after indexing when due")
     calibrate_drift: float = Field(
-        default=0.2, description="Recalibrate once this share of notes changed"
+        default=0.2, ge=0, description="Recalibrate once this share of notes changed"
     )
     absent_quantile: float = Field(
         default=0.2,
+        ge=0,
+        le=1,
         description="Calibrated likely_absent: best cosine below this quantile of the vault's",
     )
-    budget_tokens: int = 1200
+    budget_tokens: int = Field(default=1200, ge=50, le=20_000)
     absent_coverage: float = Field(
-        default=0.4, description="Uncalibrated likely_absent: below this coverage"
+        default=0.4, ge=0, le=1, description="Uncalibrated likely_absent: below this coverage"
     )
-    absent_cosine: float = Field(default=0.7, description="... and below this best cosine")
+    absent_cosine: float = Field(
+        default=0.7, ge=-1, le=1, description="... and below this best cosine"
+    )
 
     files_time_limit: float = Field(
-        default=5.0, description="Seconds a search may scan the files when the database is down"
+        default=5.0,
+        ge=0,
+        description="Seconds a search may scan the files when the database is down",
     )
     fresh_search: bool = Field(
         default=True, description="Re-index changed files before each search"
     )
-    fresh_max_files: int = 200
-    fresh_interval: float = Field(default=2.0, description="Seconds between freshness passes")
+    fresh_max_files: int = Field(default=200, ge=0)
+    fresh_interval: float = Field(default=2.0, ge=0, description="Seconds between freshness passes")
     fresh_watch: bool = Field(
         default=True,
         description="Long-lived processes watch the vault (inotify): a freshness pass skips "
@@ -118,11 +130,11 @@ class Settings(BaseSettings):
     )
 
     # The resident service (retriever serve): CLI calls and hooks answer from a warm process.
-    service: str = Field(
+    service: Literal["auto", "connect", "off"] = Field(
         default="auto", description="auto (start when missing) | connect (only use) | off"
     )
     service_idle: float = Field(
-        default=1800.0, description="Seconds idle before the service stops (0 = never)"
+        default=1800.0, ge=0, description="Seconds idle before the service stops (0 = never)"
     )
 
     # Agent hooks (retriever hook pre-tool / post-tool); matchers are regexes on tool names.
@@ -130,7 +142,7 @@ class Settings(BaseSettings):
     hook_pre_tool_matcher: str = (
         r"^(Read|Edit|MultiEdit|Write|NotebookEdit|Grep|Glob|Bash|WebSearch|WebFetch)$"
     )
-    hook_pre_tool_budget: int = Field(default=300, description="Tokens of injected passages")
+    hook_pre_tool_budget: int = Field(default=300, ge=0, description="Tokens of injected passages")
     hook_pre_tool_mode: str = Field(
         default="lexical", description="Search mode: tool calls give keywords (no model load)"
     )
@@ -139,9 +151,11 @@ class Settings(BaseSettings):
         default=r"^(?!mcp__retriever__)", description="Tools whose long output is compressed"
     )
     hook_compress_threshold: int = Field(
-        default=12_000, description="Compress tool output longer than this (characters)"
+        default=12_000, ge=0, description="Compress tool output longer than this (characters)"
     )
-    hook_compress_budget: int = Field(default=800, description="Tokens of a compressed extract")
+    hook_compress_budget: int = Field(
+        default=800, ge=0, description="Tokens of a compressed extract"
+    )
 
     @field_validator("embed_dim", mode="before")
     @classmethod

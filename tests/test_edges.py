@@ -342,6 +342,27 @@ def test_a_bad_setting_is_one_line_naming_it(
 
 
 @pytest.mark.parametrize(
+    ("name", "value", "why"),
+    [
+        ("RETRIEVER_SEMANTIC_WEIGHT", "nan", "finite"),  # NaN scores: random order, bad JSON
+        ("RETRIEVER_SEMANTIC_WEIGHT", "-1", "greater than or equal to 0"),  # a zero division
+        ("RETRIEVER_RRF_K", "0", "greater than 0"),
+        ("RETRIEVER_ABSENT_QUANTILE", "5", "less than or equal to 1"),
+        ("RETRIEVER_SERVICE", "bogus", "'auto', 'connect' or 'off'"),  # not taken as auto
+    ],
+)
+def test_a_number_or_mode_out_of_range_is_refused_before_anything_runs(
+    small_vault: Path, db_url: str, tmp_path: Path, name: str, value: str, why: str
+) -> None:
+    env = {**_cli_env(db_url, tmp_path), name: value, "RETRIEVER_VAULT": str(small_vault)}
+    done = _run(["search", "restic", "--json"], env)
+    assert done.returncode == 2
+    said = json.loads(done.stdout)["error"]
+    assert said.startswith(f"bad setting {name}='{value}'") and why in said
+    assert not (tmp_path / "home" / "service.sock").exists()
+
+
+@pytest.mark.parametrize(
     "args",
     [["serve"], ["mcp"], ["status"], ["-m", "retriever.mcp_server"]],
     ids=["serve", "mcp", "status", "mcp-module"],
