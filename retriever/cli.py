@@ -47,6 +47,20 @@ VaultOpt = Annotated[
 ]
 
 
+# Control characters a note or a file name may hold: printed as they are, ESC sequences
+# would retitle the window, clear the screen or recolour what follows. Shown as the
+# Unicode control pictures (␛ for ESC) instead; tabs and line breaks stay.
+_CONTROLS = {c: 0x2400 + c for c in range(32) if c not in (9, 10)} | {127: 0x2421}
+_CONTROLS |= {c: 0xFFFD for c in range(0x80, 0xA0)}
+
+
+def shown(text: str) -> str:
+    """``text`` safe to print on a terminal, Rich markup escaped."""
+    from rich.markup import escape
+
+    return escape(text.translate(_CONTROLS))
+
+
 def _vault(positional: Path | None, option: Path | None) -> Path | None:
     """Every command takes the vault both ways (VAULT or --vault VAULT), so any hint works."""
     if positional is not None and option is not None and positional != option:
@@ -119,7 +133,7 @@ def _fail(message: str, as_json: bool) -> NoReturn:
     if as_json:
         _emit_json({"ok": False, "error": message})
     else:
-        err.print(f"[red]✗[/red] {message}")  # one line, even when piped
+        err.print(f"[red]✗[/red] {shown(message)}")  # one line, even when piped
     raise typer.Exit(EXIT_FAILED)
 
 
@@ -164,7 +178,7 @@ class _Edge:
         if exc is None or isinstance(exc, typer.Exit | SystemExit | KeyboardInterrupt):
             return
         if not isinstance(exc, InputError | UnavailableError | FileNotFoundError):
-            logging.getLogger("retriever").debug("command failed", exc_info=exc)
+            logging.getLogger("retriever").info("command failed", exc_info=exc)  # -v shows it
         _fail(self.prefix + describe(exc), self.as_json)  # raises typer.Exit
 
 
@@ -292,9 +306,9 @@ def _print_index_report(report: Any) -> None:
             "(set RETRIEVER_EMBED_MODEL to a Model2Vec path or ollama:<model>)."
         )
     for w in report.warnings[:20]:
-        err.print(f"[yellow]⚠[/yellow] {w}")
+        err.print(f"[yellow]⚠[/yellow] {shown(w)}")
     for e in report.errors[:20]:
-        err.print(f"[red]✗[/red] {e}")
+        err.print(f"[red]✗[/red] {shown(e)}")
     if report.interrupted:
         err.print("[yellow]interrupted:[/yellow] committed what was done; run again to finish.")
 
@@ -480,8 +494,6 @@ def search(
 
 
 def _print_result(result: Any, explain: bool) -> None:
-    from rich.markup import escape
-
     if result.degraded_reason:
         # Said once: when the log already gave the reason, only the mode is added.
         reason = "" if _said_once.mentioned(result.degraded_reason) else result.degraded_reason
@@ -492,13 +504,13 @@ def _print_result(result: Any, explain: bool) -> None:
         trail = " > ".join(hit.heading_trail)
         stale = " [yellow](changed since indexed)[/yellow]" if hit.stale else ""
         out.print(
-            f"[bold cyan]{escape(hit.citation)}[/bold cyan]  {escape(trail)}{stale}",
+            f"[bold cyan]{shown(hit.citation)}[/bold cyan]  {shown(trail)}{stale}",
             highlight=False,
         )
         if explain:
             ranks = ", ".join(f"{k} {v if v is not None else '-'}" for k, v in hit.ranks.items())
             out.print(f"  [dim]score {hit.score:.5f} · {ranks}[/dim]")
-        out.print(hit.text, markup=False, highlight=False)
+        out.print(hit.text.translate(_CONTROLS), markup=False, highlight=False)
         out.print()
     cos = "n/a" if result.best_cosine is None else f"{result.best_cosine:.2f}"
     verdict = "probably NOT in the vault" if result.likely_absent else "answer likely present"

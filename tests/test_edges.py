@@ -542,3 +542,25 @@ def test_an_offline_model_names_the_setting_of_its_own_tier(
     assert f"set {setting} to a local Model2Vec folder" in said
     other = {"RETRIEVER_EMBED_MODEL", "RETRIEVER_FALLBACK_MODEL"} - {setting}
     assert not any(name in said for name in other)
+
+
+def test_control_characters_in_notes_and_names_never_reach_the_terminal(
+    small_vault: Path, db_url: str, tmp_path: Path
+) -> None:
+    """A note (or a file name) holding escape sequences would retitle the window, clear the
+    screen or recolour the output: a search shows them as control pictures, and file names
+    with Rich markup brackets are printed as written."""
+    esc = "\x1b"
+    (small_vault / f"ops/esc{esc}[31mname [bold]x.md").write_text(
+        f"# Escapes\n\nzanzibar {esc}]0;pwned\x07 title {esc}[2J clear \x9b31m done\n",
+        encoding="utf-8",
+    )
+    env = {**_cli_env(db_url, tmp_path), "RETRIEVER_VAULT": str(small_vault)}
+    indexed = _run(["index"], env)
+    assert indexed.returncode == 1 and "✗" not in indexed.stderr  # 1: no model, lexical only
+    done = _run(["search", "zanzibar", "--mode", "lexical"], env)
+    assert done.returncode == 0, done.stderr
+    printed = done.stdout + done.stderr
+    assert esc not in printed and "\x07" not in printed and "\x9b" not in printed
+    assert "␛]0;pwned␇ title ␛[2J clear" in done.stdout
+    assert "esc␛[31mname [bold]x.md:" in done.stdout  # the citation, as written
