@@ -579,6 +579,38 @@ CASES: dict[str, Case] = {
     ),
     "wifi_psk_quoted": Case("password", 'psk="{s}"', password),
     "wifi_psk_env": Case("password", "PSK={s}", password),
+    # passwords on a command line
+    "cmd_mysql_attached": Case("password", "mysql -u root -p{s} -h 127.0.0.1 wordpress", password),
+    "cmd_mysqldump_quoted": Case("password", "mysqldump -u app -p'{s}' shop > shop.sql", password),
+    "cmd_sshpass": Case("password", "sshpass -p '{s}' ssh pi@192.168.1.20", password),
+    "cmd_redis_cli": Case("password", "redis-cli -h redis.local -a {s} ping", password),
+    "cmd_docker_login": Case("password", "docker login -u me -p {s} registry.invalid", password),
+    "cmd_mongosh": Case(
+        "password", "mongosh -u admin -p {s} --authenticationDatabase admin", password
+    ),
+    "cmd_sqlcmd": Case("password", "sqlcmd -S localhost -U sa -P '{s}' -Q 'SELECT 1'", password),
+    "cmd_ssh_keygen": Case("password", 'ssh-keygen -t ed25519 -N "{s}" -f key', password),
+    "cmd_openssl_pass": Case("password", "openssl rsa -in k.pem -passin pass:{s}", password),
+    "sql_identified_by": Case(
+        "password", "ALTER USER 'root'@'localhost' IDENTIFIED BY '{s}';", password
+    ),
+    "sql_identified_with_by": Case(
+        "password", "CREATE USER 'a'@'%' IDENTIFIED WITH mysql_native_password BY '{s}';", password
+    ),
+    "powershell_securestring": Case(
+        "password", 'ConvertTo-SecureString "{s}" -AsPlainText -Force', password
+    ),
+    "echo_password_stdin": Case(
+        "password", "echo '{s}' | docker login -u me --password-stdin", password
+    ),
+    "httpie_auth": Case("basic_auth", "http -a admin:{s} GET http://nas.local/api", password),
+    "dockerfile_env_spaced": Case("secret", "ENV API_KEY {s}", lambda: rand(32)),
+    "fish_set_gx": Case("secret", "set -gx API_KEY {s}", lambda: rand(32)),
+    "kubeconfig_client_key_data": Case(
+        "private_key",
+        "    client-key-data: {s}",
+        lambda: base64.b64encode(pem_block("RSA " + PRIV)[0].encode()).decode(),
+    ),
 }
 
 # How a contextual snippet sits in a note.
@@ -951,6 +983,17 @@ def keep_cases() -> dict[str, str]:
         "code_optional_chaining": "const token = session?.accessToken;",
         "yaml_alias_password": "password: *default_password",
         "printf_placeholder": "password = %(password)s",
+        "cmd_mysql_prompt": "mysql -u root -p -h 127.0.0.1 -P 3306 wordpress",
+        "cmd_sshpass_variable": 'sshpass -p "$SSHPASS" ssh pi@host',
+        "cmd_docker_login_stdin": 'echo "$TOKEN" | docker login -u me --password-stdin',
+        "sql_identified_placeholder": "CREATE USER app IDENTIFIED BY '<password>';",
+        "cmd_ssh_keygen_empty": 'ssh-keygen -t ed25519 -N "" -f key',
+        "dockerfile_env_path": "ENV PATH /usr/local/bin:$PATH",
+        "fish_set_editor": "set -gx EDITOR nvim",
+        "kubeconfig_certificate_data": "    client-certificate-data: "
+        + base64.b64encode(
+            (D5 + "BEGIN CERTIFICATE" + D5 + "\n" + rand(64, B64)).encode()
+        ).decode(),
         # words and identifiers that start like another service's token
         "snake_case_like_token": "call lin_api_request_handler_for_the_sync_service_now()",
         "secret_prefixed_identifier": "secret_" + "a" * 12 + "bcdefghijklmnopqrstuvwxyzabcdefg",

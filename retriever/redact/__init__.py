@@ -18,6 +18,8 @@ Guarantees the indexer relies on:
 
 Stages, in order (one module each): private-key blocks (``pem``); vendor-shaped tokens and
 HTTP credentials (``vendors``); Kubernetes ``kind: Secret`` manifests (``kubernetes``);
+passwords on command lines, ``mysql -pX``, ``sshpass -p X``, ``IDENTIFIED BY 'X'``
+(``commands``);
 credentials passed positionally in code, ``Client("SK…", "…")`` (``calls``); ``key =
 value`` in every syntax, Dataview's ``key:: value`` included (``assign``); credentials
 written as prose in English and French, "the wifi password is …", "clé de chiffrement : …",
@@ -43,6 +45,7 @@ from collections import Counter
 
 from retriever.redact.assign import redact_assignments
 from retriever.redact.calls import redact_calls
+from retriever.redact.commands import redact_commands
 from retriever.redact.core import Note
 from retriever.redact.kubernetes import redact_k8s_secrets
 from retriever.redact.logins import redact_logins
@@ -123,6 +126,7 @@ def redact(text: str) -> tuple[str, Counter[str]]:
     for stage in (
         redact_k8s_secrets,
         redact_scoped,
+        redact_commands,
         redact_calls,
         redact_assignments,
         redact_prose,

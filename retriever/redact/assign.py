@@ -154,7 +154,7 @@ def _key_segments(key: str) -> list[str]:
 
 
 @lru_cache(maxsize=4096)  # a vault repeats the same few key names endlessly
-def _classify_key(key: str) -> tuple[str, str] | None:
+def classify_key(key: str) -> tuple[str, str] | None:
     """(tier, kind) for a credential-looking key, else None. Tier: password/secret/weak."""
     segs = _key_segments(key)
     if not segs or segs[-1] in VETO_LAST or "public" in segs or "publishable" in segs:
@@ -375,7 +375,7 @@ def redact_assignments(note: Note, counts: Counter[str]) -> str:
             sep_start = m.start("ann")
         if sep == ":" and text[sep_start - 1] in " \t":
             continue  # "pass :role:" is prose; YAML, JSON and env put ':' right after the key
-        classified = _classify_key(_compound_key(text, key_start, key))
+        classified = classify_key(_compound_key(text, key_start, key))
         if classified is None:
             continue
         vm = _VALUE_RE.match(text, value_from)

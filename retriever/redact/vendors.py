@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from retriever.redact.core import Edit, Note, line_spans, marker, splice
+from retriever.redact.core import Edit, Note, keep_first, line_spans, marker, splice
 from retriever.redact.values import (
     alnum_classes,
     entropy,
@@ -105,6 +107,15 @@ def password_ok(v: str) -> bool:
 
 
 _TOKEN_END = r"(?![\w-])"
+
+
+def _encoded_private_key(v: str) -> bool:
+    """Base64 whose text opens a PEM private-key block (``-----BEGIN … PRIVATE KEY``)."""
+    head = v[: len(v) // 4 * 4][:64]
+    try:
+        return b"PRIVATE KEY" in base64.b64decode(head)
+    except (binascii.Error, ValueError):
+        return False
 
 
 def _random_ok(token: str) -> bool:
@@ -272,14 +283,7 @@ def redact_api_tokens(note: Note, counts: Counter[str]) -> str:
                 for m in regex.finditer(text)
                 if _random_ok(m.group())
             ]
-    if not edits:
-        return text
-    kept: list[Edit] = []
-    for edit in sorted(edits):  # two vendors' shapes may overlap: the first one wins
-        if not kept or edit[0] >= kept[-1][1]:
-            kept.append(edit)
-    counts["api_token"] += len(kept)
-    return splice(text, kept)
+    return keep_first(text, edits, counts)  # two vendors' shapes may overlap
 
 
 # Order matters: the most specific prefixes first (sk-ant- before sk-), and everything that
@@ -374,6 +378,13 @@ VENDOR_RULES: tuple[Rule, ...] = (
     rule("npm_token", _after("npm_") + r"[A-Za-z0-9]{36}" + _TOKEN_END, ("npm_",)),
     rule("pypi_token", _after("pypi-AgE") + r"[A-Za-z0-9_\-]{50,}", ("pypi-AgE",)),
     rule("huggingface_token", _after("hf_") + r"[A-Za-z0-9]{30,}" + _TOKEN_END, ("hf_",)),
+    # A private key's PEM block in base64, as kubeconfig's client-key-data holds it.
+    rule(
+        "private_key",
+        _after("LS0tLS1CRUdJTi", r"[A-Za-z0-9+/]") + r"[A-Za-z0-9+/]{20,}={0,2}(?![A-Za-z0-9+/=])",
+        ("LS0tLS1CRUdJTi",),
+        check=_encoded_private_key,
+    ),
     # Bot id, colon, secret; also inside API URLs (https://api.telegram.org/bot<token>/).
     rule(
         "telegram_bot_token",

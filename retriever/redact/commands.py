@@ -1,0 +1,129 @@
+"""Passwords given to commands on their command line: ``mysql -pSECRET``, ``sshpass -p x``,
+``redis-cli -a x``, ``docker login -p x``, ``sqlcmd -P x``, ``IDENTIFIED BY 'x'``,
+``ConvertTo-SecureString 'x' -AsPlainText``, ``echo x | docker login --password-stdin``,
+Dockerfile ``ENV KEY value`` and fish ``set -gx KEY value``.
+
+Each rule runs only on the lines that name its command (:meth:`Note.lines`), so a note
+without one costs a substring search per command.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from retriever.redact.assign import classify_key
+from retriever.redact.core import MARK, Edit, Note, keep_first, marker
+from retriever.redact.values import is_placeholder, looks_random
+
+_VALUE = r"(?P<v>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"|;&<>]+)"
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    words: tuple[str, ...]  # lowercase: the rule runs only on lines holding one of them
+    regex: re.Pattern[str]
+    kind: str = "password"
+
+
+def _rule(words: tuple[str, ...], pattern: str, kind: str = "password", flags: int = 0) -> _Rule:
+    return _Rule(words, re.compile(pattern, flags), kind)
+
+
+_MYSQL = r"(?:mysql(?:dump|admin|import|sh|check)?|mariadb(?:-dump|-admin)?)"
+_LOGIN = r"(?:docker|podman|nerdctl|buildah|skopeo|oras|helm[ \t]+registry)[ \t]+login"
+
+_RULES: tuple[_Rule, ...] = (
+    # -pSECRET, attached (a bare -p prompts; -P is the port).
+    _rule(
+        ("mysql", "mariadb"),
+        rf"(?<![\w-]){_MYSQL}\b[^\n]*?[ \t]-p(?P<v>[^\s'\"|;&<>-][^\s'\"|;&<>]*|'[^'\n]+'|\"[^\"\n]+\")",
+    ),
+    _rule(("sshpass",), rf"(?<![\w-])sshpass\b[^\n]*?[ \t]-p[ \t]*{_VALUE}"),
+    _rule(("redis-cli",), rf"(?<![\w-])redis-cli\b[^\n]*?[ \t](?:-a|--pass)[ \t]+{_VALUE}"),
+    _rule((" -p ",), rf"(?<![\w-]){_LOGIN}\b[^\n]*?[ \t]-p[ \t]+{_VALUE}"),
+    _rule(
+        (" -p ",),
+        rf"(?<![\w-])mongo(?:sh|dump|restore|import|export)?\b[^\n]*?[ \t]-p[ \t]+{_VALUE}",
+    ),
+    _rule(
+        ("sqlcmd", "bcp", "osql"), rf"(?<![\w-])(?:sqlcmd|bcp|osql)\b[^\n]*?[ \t]-P[ \t]*{_VALUE}"
+    ),
+    _rule(("ssh-keygen",), rf"(?<![\w-])ssh-keygen\b[^\n]*?[ \t]-N[ \t]*{_VALUE}"),
+    _rule(("pass:",), rf"(?<![\w-])-pass(?:in|out)?[ \t]+pass:{_VALUE}"),  # openssl
+    _rule(
+        ("identified",),
+        rf"(?<!\w)identified[ \t]+(?:with[ \t]+\w+[ \t]+)?by[ \t]+{_VALUE}",
+        flags=re.IGNORECASE,
+    ),
+    _rule(
+        ("securestring",),
+        rf"ConvertTo-SecureString[ \t]+(?:-String[ \t]+)?{_VALUE}[ \t]+-AsPlainText",
+        flags=re.IGNORECASE,
+    ),
+    _rule(
+        ("password-stdin",),
+        rf"(?<![\w-])(?:echo|printf)[ \t]+(?:-n[ \t]+)?{_VALUE}[ \t]*\|[^\n]*--password-stdin",
+    ),
+    _rule(
+        (" -a ", "--auth"),
+        rf"(?<![\w-])https?(?=[ \t])[^\n]*?[ \t](?:-a|--auth)[ \t]+[^\s:'\"]+:{_VALUE}",
+        kind="basic_auth",
+    ),
+)
+
+# Dockerfile `ENV KEY value` and fish `set -gx KEY value`: the key decides, as in ``KEY=value``.
+_ENV_SPACED = re.compile(
+    r"^(?:[ \t]*(?:[>*+-]|<!--))*[ \t]*"  # in a list item, a quote or a comment too
+    r"(?:ENV[ \t]+|set[ \t]+(?:-[a-zA-Z]+[ \t]+)+)(?P<key>[A-Za-z_]\w*)[ \t]+"
+    + _VALUE
+    + r"[ \t]*(?:-->)?[ \t]*$",
+    re.MULTILINE,  # matched at a line's start, $ is its end
+)
+
+
+def _value(text: str, m: re.Match[str]) -> tuple[int, int, str]:
+    start, end = m.span("v")
+    raw = text[start:end]
+    if raw[:1] in "'\"" and raw[-1:] == raw[:1]:
+        start, end, raw = start + 1, end - 1, raw[1:-1]
+    return start, end, raw
+
+
+def _secret_ok(v: str) -> bool:
+    return (
+        len(v) >= 3
+        and not v.startswith(MARK)
+        and not is_placeholder(v)
+        and not (v.isdigit() and len(v) <= 5)
+    )
+
+
+def _spaced_assignment(text: str, line_start: int, line_end: int) -> Edit | None:
+    """``ENV KEY value`` / ``set -gx KEY value`` on this line, judged by its key."""
+    m = _ENV_SPACED.match(text, line_start, line_end)
+    found = classify_key(m.group("key")) if m else None
+    if m is None or found is None:
+        return None
+    tier, kind = found
+    start, end, v = _value(text, m)
+    if tier == "password":
+        return (start, end, marker(kind)) if _secret_ok(v) else None
+    return (start, end, marker(kind)) if _secret_ok(v) and looks_random(v) else None
+
+
+def redact_commands(note: Note, counts: Counter[str]) -> str:
+    text = note.text
+    edits: list[Edit] = []
+    for rule in _RULES:
+        for line_start, line_end in note.lines(rule.words):
+            for m in rule.regex.finditer(text, line_start, line_end):
+                start, end, v = _value(text, m)
+                if _secret_ok(v):
+                    edits.append((start, end, marker(rule.kind)))
+    for line_start, line_end in note.lines(("env ", "set -")):
+        edit = _spaced_assignment(text, line_start, line_end)
+        if edit is not None:
+            edits.append(edit)
+    return keep_first(text, edits, counts)
