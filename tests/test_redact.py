@@ -579,6 +579,8 @@ CASES: dict[str, Case] = {
     ),
     "wifi_psk_quoted": Case("password", 'psk="{s}"', password),
     "wifi_psk_env": Case("password", "PSK={s}", password),
+    "bold_label_french_spacing": Case("password", "**Mot de passe** : {s}", password),
+    "bold_label_space_colon": Case("password", "**Password** : {s}", password),
     # passwords on a command line
     "cmd_mysql_attached": Case("password", "mysql -u root -p{s} -h 127.0.0.1 wordpress", password),
     "cmd_mysqldump_quoted": Case("password", "mysqldump -u app -p'{s}' shop > shop.sql", password),
@@ -644,6 +646,21 @@ def test_spec_examples_keep_the_key(name: str) -> None:
     case = CASES[name]
     snippet, _ = fill(case)
     assert redact(snippet)[0] == case.expected
+
+
+@pytest.mark.parametrize("wrapper", ["plain", "fence"])
+@pytest.mark.parametrize(
+    "table",
+    [
+        "| Site | Password |\n|--|--|\n| NAS | {s} |",  # GFM: one hyphen is a delimiter
+        "| Site | Password |\n| - | - |\n| NAS | {s} |",
+        "| Site | User | Pass |\n|:-|:-|:-|\n| NAS | admin | {s} |",  # "Pass" as a header
+    ],
+)
+def test_credential_columns_of_any_valid_table(table: str, wrapper: str) -> None:
+    secret = password()
+    note = WRAPPERS[wrapper](table.replace("{s}", secret))
+    assert_redacted(note, [secret], Counter({"password": 1}))
 
 
 def test_frontmatter_scrubbed() -> None:
@@ -984,6 +1001,7 @@ def keep_cases() -> dict[str, str]:
         "yaml_alias_password": "password: *default_password",
         "printf_placeholder": "password = %(password)s",
         "cmd_mysql_prompt": "mysql -u root -p -h 127.0.0.1 -P 3306 wordpress",
+        "table_test_results": "| Test | Pass | Fail |\n|--|--|--|\n| unit | 12 | 0 |\n| e2e | yes | no |",
         "cmd_sshpass_variable": 'sshpass -p "$SSHPASS" ssh pi@host',
         "cmd_docker_login_stdin": 'echo "$TOKEN" | docker login -u me --password-stdin',
         "sql_identified_placeholder": "CREATE USER app IDENTIFIED BY '<password>';",

@@ -114,7 +114,8 @@ _SEP = (
     rf"|[ \t]+(?P<verb>(?:{_VERB})(?:{SPACES}(?:now|still|maintenant|toujours|d[ée]sormais))?"
     r"(?:" + SPACES + r"(?:to|en|à|pour|:))?)(?![\w-]))"
 )
-_AFTER_SEP = re.compile(_QUALIFIER + _SEP + r"[ \t]*:?[ \t]*", re.IGNORECASE)
+# A bold or italic label may close its emphasis first: "**Mot de passe** : …".
+_AFTER_SEP = re.compile(r"(?:\*\*|__|\*|_)?" + _QUALIFIER + _SEP + r"[ \t]*:?[ \t]*", re.IGNORECASE)
 _OPENERS = "`\"'*“«‘([_"
 _VALUE = re.compile(r"[^\s`\"'*”»’<>|]{1,200}")
 VALUE_TRIM = ".,;:)]}\"'`*”»’"

@@ -20,7 +20,11 @@ from retriever.redact.core import MARK, Edit, Note, keep_first, marker
 from retriever.redact.prose import CHECKS, LABEL_RE, label_lines
 
 _PIPE = re.compile(r"(?<!\\)\|")
-_DELIMITER = re.compile(r"[ \t]*\|?(?:[ \t]*:?-{3,}:?[ \t]*\|)+(?:[ \t]*:?-{3,}:?[ \t]*)?[ \t]*")
+# GFM: a delimiter cell is one hyphen or more (`|--|`, `| - |`, `|:-|` are tables too).
+_DELIMITER = re.compile(r"[ \t]*\|?(?:[ \t]*:?-+:?[ \t]*\|)+(?:[ \t]*:?-+:?[ \t]*)?[ \t]*")
+# Header cells that name a password column only in a table's header ("pass" in prose is
+# a verb or a ticket).
+_PASSWORD_HEADERS = frozenset({"pass", "pw", "pwd", "passwd", "mdp", "pass word"})
 _CELL_TRIM = " \t*_`\"'"
 _MAX_ROWS = 500
 
@@ -59,6 +63,8 @@ def _credential_columns(note: Note, start: int, end: int) -> dict[int, str]:
         m = LABEL_RE.fullmatch(note.low, a, b)
         if m is not None and m.lastgroup:
             out[i] = m.lastgroup
+        elif note.low[a:b] in _PASSWORD_HEADERS:
+            out[i] = "password"
     return out
 
 
@@ -88,7 +94,7 @@ def _column_edits(note: Note, header: tuple[int, int]) -> list[Edit]:
 
 def redact_tables(note: Note, counts: Counter[str]) -> str:
     text = note.text
-    if "|" not in text or "---" not in text:
+    if "|" not in text or "-" not in text:
         return text
     edits: list[Edit] = []
     for start, end in label_lines(note):
