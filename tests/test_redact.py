@@ -1005,6 +1005,8 @@ def keep_cases() -> dict[str, str]:
         "cmd_sshpass_variable": 'sshpass -p "$SSHPASS" ssh pi@host',
         "cmd_docker_login_stdin": 'echo "$TOKEN" | docker login -u me --password-stdin',
         "sql_identified_placeholder": "CREATE USER app IDENTIFIED BY '<password>';",
+        "prose_identified_by": "In a PRI file, resources are identified by both a name and an index.",
+        "prose_identified_by_quoted": 'the namespace that is identified by "ChildOfSomeObject".',
         "cmd_ssh_keygen_empty": 'ssh-keygen -t ed25519 -N "" -f key',
         "dockerfile_env_path": "ENV PATH /usr/local/bin:$PATH",
         "fish_set_editor": "set -gx EDITOR nvim",

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 from retriever.redact.assign import classify_key
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
-from retriever.redact.values import is_placeholder, looks_random
+from retriever.redact.values import is_placeholder, is_wordy, looks_random
 
 _VALUE = r"(?P<v>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"|;&<>]+)"
+_QUOTED = r"(?P<v>'[^'\n]+'|\"[^\"\n]+\")"
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,10 +26,18 @@ class _Rule:
     words: tuple[str, ...]  # lowercase: the rule runs only on lines holding one of them
     regex: re.Pattern[str]
     kind: str = "password"
+    words_ok: bool = True  # False: a value made of words is prose ("identified by 'Name'")
 
 
-def _rule(words: tuple[str, ...], pattern: str, kind: str = "password", flags: int = 0) -> _Rule:
-    return _Rule(words, re.compile(pattern, flags), kind)
+def _rule(
+    words: tuple[str, ...],
+    pattern: str,
+    kind: str = "password",
+    flags: int = 0,
+    *,
+    words_ok: bool = True,
+) -> _Rule:
+    return _Rule(words, re.compile(pattern, flags), kind, words_ok)
 
 
 _MYSQL = r"(?:mysql(?:dump|admin|import|sh|check)?|mariadb(?:-dump|-admin)?)"
@@ -54,8 +63,9 @@ _RULES: tuple[_Rule, ...] = (
     _rule(("pass:",), rf"(?<![\w-])-pass(?:in|out)?[ \t]+pass:{_VALUE}"),  # openssl
     _rule(
         ("identified",),
-        rf"(?<!\w)identified[ \t]+(?:with[ \t]+\w+[ \t]+)?by[ \t]+{_VALUE}",
+        rf"(?<!\w)identified[ \t]+(?:with[ \t]+\w+[ \t]+)?by[ \t]+{_QUOTED}",  # prose: "identified by its"
         flags=re.IGNORECASE,
+        words_ok=False,
     ),
     _rule(
         ("securestring",),
@@ -120,7 +130,7 @@ def redact_commands(note: Note, counts: Counter[str]) -> str:
         for line_start, line_end in note.lines(rule.words):
             for m in rule.regex.finditer(text, line_start, line_end):
                 start, end, v = _value(text, m)
-                if _secret_ok(v):
+                if _secret_ok(v) and (rule.words_ok or not is_wordy(v)):
                     edits.append((start, end, marker(rule.kind)))
     for line_start, line_end in note.lines(("env ", "set -")):
         edit = _spaced_assignment(text, line_start, line_end)
