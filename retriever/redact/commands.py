@@ -3,8 +3,8 @@
 ``ConvertTo-SecureString 'x' -AsPlainText``, ``echo x | docker login --password-stdin``,
 Dockerfile ``ENV KEY value`` and fish ``set -gx KEY value``.
 
-Each rule runs only on the lines that name its command (:meth:`Note.lines`), so a note
-without one costs a substring search per command.
+Each rule runs only on the lines holding its flag or keyword (:meth:`Note.lines`: " -p",
+" -a", "identified"...), so a note without any costs a few substring searches.
 """
 
 from __future__ import annotations
@@ -46,20 +46,18 @@ _LOGIN = r"(?:docker|podman|nerdctl|buildah|skopeo|oras|helm[ \t]+registry)[ \t]
 _RULES: tuple[_Rule, ...] = (
     # -pSECRET, attached (a bare -p prompts; -P is the port).
     _rule(
-        ("mysql", "mariadb"),
+        (" -p",),
         rf"(?<![\w-]){_MYSQL}\b[^\n]*?[ \t]-p(?P<v>[^\s'\"|;&<>-][^\s'\"|;&<>]*|'[^'\n]+'|\"[^\"\n]+\")",
     ),
-    _rule(("sshpass",), rf"(?<![\w-])sshpass\b[^\n]*?[ \t]-p[ \t]*{_VALUE}"),
-    _rule(("redis-cli",), rf"(?<![\w-])redis-cli\b[^\n]*?[ \t](?:-a|--pass)[ \t]+{_VALUE}"),
-    _rule((" -p ",), rf"(?<![\w-]){_LOGIN}\b[^\n]*?[ \t]-p[ \t]+{_VALUE}"),
+    _rule((" -p",), rf"(?<![\w-])sshpass\b[^\n]*?[ \t]-p[ \t]*{_VALUE}"),
+    _rule((" -a", "--pass"), rf"(?<![\w-])redis-cli\b[^\n]*?[ \t](?:-a|--pass)[ \t]+{_VALUE}"),
+    _rule((" -p",), rf"(?<![\w-]){_LOGIN}\b[^\n]*?[ \t]-p[ \t]+{_VALUE}"),
     _rule(
-        (" -p ",),
+        (" -p",),
         rf"(?<![\w-])mongo(?:sh|dump|restore|import|export)?\b[^\n]*?[ \t]-p[ \t]+{_VALUE}",
     ),
-    _rule(
-        ("sqlcmd", "bcp", "osql"), rf"(?<![\w-])(?:sqlcmd|bcp|osql)\b[^\n]*?[ \t]-P[ \t]*{_VALUE}"
-    ),
-    _rule(("ssh-keygen",), rf"(?<![\w-])ssh-keygen\b[^\n]*?[ \t]-N[ \t]*{_VALUE}"),
+    _rule((" -p",), rf"(?<![\w-])(?:sqlcmd|bcp|osql)\b[^\n]*?[ \t]-P[ \t]*{_VALUE}"),
+    _rule((" -n",), rf"(?<![\w-])ssh-keygen\b[^\n]*?[ \t]-N[ \t]*{_VALUE}"),
     _rule(("pass:",), rf"(?<![\w-])-pass(?:in|out)?[ \t]+pass:{_VALUE}"),  # openssl
     _rule(
         ("identified",),
