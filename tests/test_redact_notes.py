@@ -491,6 +491,12 @@ PATHOLOGICAL: dict[str, str] = {
     "separators_literal": '("' + "-" * 30 + '", "' + "." * 30 + '")',
     "login_pairs": "user admin pass " * 50_000,
     "below_labels": "Password:\n\n" * 50_000,
+    # a command repeated on its flag's line: the scan to the flag is bounded
+    "command_repeated": "mysql " * 33_000 + " -p",
+    "login_repeated": "docker login " * 15_000 + " -p x",
+    "unbalanced_parens": "SECRET_KEY=a" + ")" * 100_000,
+    "separators_run": "-_." * 70_000,
+    "lead_like_runs": "dp." * 50_000 + "x",
 }
 
 

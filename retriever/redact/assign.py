@@ -86,6 +86,12 @@ _UNION_NEXT = re.compile(r"[ \t]*\|")
 
 _CALL_START = re.compile(r"[A-Za-z_][\w.]*\(")
 
+# Rust's number types (`password: i32 = 0`); a random run is never one of these.
+_PRIMITIVE = re.compile(r"[iu](?:8|16|32|64|128|size)|f(?:32|64)")
+
+# What may precede a dotenv or YAML key on its line.
+_LINE_HEAD = re.compile(r"[ \t]*(?:(?:[>*+-]|<!--|\d+[.)])[ \t]*)*(?:export[ \t]+)?")
+
 # Where an unquoted value stopped before its run ended: at `&`, `(` or `)` (dotenv and YAML
 # values hold them: Django's SECRET_KEY, `P&ssw0rd`). The run goes on to whitespace.
 _RUN_REST = re.compile(r"[^\s\"'`]+")
@@ -260,19 +266,26 @@ def _is_annotation(ann: str) -> bool:
     random run that ends in ``=``."""
     name = ann.lstrip(":").rstrip("= \t").split("[", 1)[0].split("|", 1)[0].strip()
     parts = name.split(".")
-    return all(p and (is_wordy(p) or _is_type_name(p)) for p in parts)
+    return all(p and (is_wordy(p) or _is_type_name(p) or _PRIMITIVE.fullmatch(p)) for p in parts)
 
 
-def _whole_run(text: str, sep: str, vm: re.Match[str]) -> bool:
+def _whole_run(text: str, key: str, key_start: int, sep: str, vm: re.Match[str]) -> bool:
     """A value whose run of non-space characters is all its own: ``KEY=value`` with nothing
-    between (dotenv, shell, compose), or ``key: value`` ending its line (YAML)."""
+    between (dotenv, shell, compose), or ``key: value`` ending its line (YAML); the key
+    starts its line (after indentation, ``export``, a list or quote marker). A keyword
+    argument (``f(password=getpass())``) is code, and so is a lowercase key's value that
+    calls or indexes (``password=hash(raw)``)."""
+    line_start = text.rfind("\n", 0, key_start) + 1
+    if not _LINE_HEAD.fullmatch(text, line_start, key_start):
+        return False
+    stop = _run_end(text, vm.end("uv"))
+    if not key.isupper() and any(c in text[vm.start("uv") : stop] for c in "(["):
+        return False
     if sep == "=":
         return not vm.group("pad") and text[vm.start() - 2 : vm.start() - 1] != " "
     if sep == ":":
-        end = _run_end(text, vm.end("uv"))
-        line_end = text.find("\n", end)
-        rest = text[end : len(text) if line_end < 0 else line_end]
-        rest = rest.strip()
+        line_end = text.find("\n", stop)
+        rest = text[stop : len(text) if line_end < 0 else line_end].strip()
         return not rest or rest.startswith("#") or rest == "-->"
     return False
 
@@ -282,14 +295,10 @@ def _run_end(text: str, pos: int) -> int:
     bracket or a trailing period (``KEY=p(w)x)`` in a call, ``… is a&b.``)."""
     m = _RUN_REST.match(text, pos)
     end = m.end() if m else pos
-    run = text[:end]
-    while (
-        end > pos
-        and run[end - 1] in ").,;"
-        and (run[end - 1] != ")" or run.count("(", pos) < run.count(")", pos))
-    ):
+    opened, closed = text.count("(", pos, end), text.count(")", pos, end)
+    while end > pos and text[end - 1] in ").,;" and (text[end - 1] != ")" or opened < closed):
+        closed -= text[end - 1] == ")"
         end -= 1
-        run = text[:end]
     return end
 
 
@@ -390,7 +399,7 @@ def redact_assignments(note: Note, counts: Counter[str]) -> str:
         ):
             continue
         start, end = vm.span("qv" if quoted else "uv")
-        env = not quoted and _whole_run(text, sep, vm)
+        env = not quoted and _whole_run(text, key, key_start, sep, vm)
         in_query = text[key_start - 1 : key_start] in ("?", "&")  # `?token=abc&state=x`
         if env and not in_query and text[end : end + 1] in ("&", "(", ")"):
             end = _run_end(text, end)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from retriever.redact.assign import classify_key
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
-from retriever.redact.values import is_placeholder, is_wordy, looks_random
+from retriever.redact.values import high_entropy, is_placeholder, is_wordy, looks_random
 
 _VALUE = r"(?P<v>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"|;&<>]+)"
 _QUOTED = r"(?P<v>'[^'\n]+'|\"[^\"\n]+\")"
@@ -42,27 +42,29 @@ def _rule(
 
 _MYSQL = r"(?:mysql(?:dump|admin|import|sh|check)?|mariadb(?:-dump|-admin)?)"
 _LOGIN = r"(?:docker|podman|nerdctl|buildah|skopeo|oras|helm[ \t]+registry)[ \t]+login"
+_CMD = r"(?<![\w/.-])"  # a command word, not part of a path (/etc/mysql) or a longer name
+# From the command to its flag: bounded (a line repeating the command would make the lazy
+# scan quadratic) and within one command (not past a pipe, `;` or `&&`).
+_GAP = r"(?=[ \t])[^\n|;&]{0,200}?[ \t]"
 
 _RULES: tuple[_Rule, ...] = (
     # -pSECRET, attached (a bare -p prompts; -P is the port).
     _rule(
         (" -p",),
-        rf"(?<![\w-]){_MYSQL}\b[^\n]*?[ \t]-p(?P<v>[^\s'\"|;&<>-][^\s'\"|;&<>]*|'[^'\n]+'|\"[^\"\n]+\")",
+        rf"{_CMD}{_MYSQL}{_GAP}-p(?P<v>[^\s'\"|;&<>-][^\s'\"|;&<>]*|'[^'\n]+'|\"[^\"\n]+\")",
     ),
-    _rule((" -p",), rf"(?<![\w-])sshpass\b[^\n]*?[ \t]-p[ \t]*{_VALUE}"),
-    _rule((" -a", "--pass"), rf"(?<![\w-])redis-cli\b[^\n]*?[ \t](?:-a|--pass)[ \t]+{_VALUE}"),
-    _rule((" -p",), rf"(?<![\w-]){_LOGIN}\b[^\n]*?[ \t]-p[ \t]+{_VALUE}"),
-    _rule(
-        (" -p",),
-        rf"(?<![\w-])mongo(?:sh|dump|restore|import|export)?\b[^\n]*?[ \t]-p[ \t]+{_VALUE}",
-    ),
-    _rule((" -p",), rf"(?<![\w-])(?:sqlcmd|bcp|osql)\b[^\n]*?[ \t]-P[ \t]*{_VALUE}"),
-    _rule((" -n",), rf"(?<![\w-])ssh-keygen\b[^\n]*?[ \t]-N[ \t]*{_VALUE}"),
+    _rule((" -p",), rf"{_CMD}sshpass{_GAP}-p[ \t]*{_VALUE}"),
+    _rule((" -a", "--pass"), rf"{_CMD}redis-cli{_GAP}(?:-a|--pass)[ \t]+{_VALUE}"),
+    _rule((" -p",), rf"{_CMD}{_LOGIN}{_GAP}-p[ \t]+{_VALUE}"),
+    _rule((" -p",), rf"{_CMD}mongo(?:sh|dump|restore|import|export)?{_GAP}-p[ \t]+{_VALUE}"),
+    _rule((" -p",), rf"{_CMD}(?:sqlcmd|bcp|osql){_GAP}-P[ \t]*{_VALUE}"),
+    _rule((" -n",), rf"{_CMD}ssh-keygen{_GAP}-N[ \t]*{_VALUE}"),
     _rule(("pass:",), rf"(?<![\w-])-pass(?:in|out)?[ \t]+pass:{_VALUE}"),  # openssl
-    _rule(
+    _rule(  # quoted, or Oracle's bare word ending the statement; never "identified by its …"
         ("identified",),
-        rf"(?<!\w)identified[ \t]+(?:with[ \t]+\w+[ \t]+)?by[ \t]+{_QUOTED}",  # prose: "identified by its"
-        flags=re.IGNORECASE,
+        r"(?<!\w)identified[ \t]+(?:with[ \t]+\w+[ \t]+)?by[ \t]+"
+        r"(?P<v>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\";]+(?=[ \t]*(?:;|\r?$)))",
+        flags=re.IGNORECASE | re.MULTILINE,
         words_ok=False,
     ),
     _rule(
@@ -72,11 +74,11 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _rule(
         ("password-stdin",),
-        rf"(?<![\w-])(?:echo|printf)[ \t]+(?:-n[ \t]+)?{_VALUE}[ \t]*\|[^\n]*--password-stdin",
+        rf"{_CMD}(?:echo|printf)[ \t]+(?:-n[ \t]+)?{_VALUE}[ \t]*\|[^\n]{{0,200}}--password-stdin",
     ),
     _rule(
         (" -a ", "--auth"),
-        rf"(?<![\w-])https?(?=[ \t])[^\n]*?[ \t](?:-a|--auth)[ \t]+[^\s:'\"]+:{_VALUE}",
+        rf"{_CMD}https?{_GAP}(?:-a|--auth)[ \t]+[^\s:'\"]+:{_VALUE}",
         kind="basic_auth",
     ),
 )
@@ -86,7 +88,7 @@ _ENV_SPACED = re.compile(
     r"^(?:[ \t]*(?:[>*+-]|<!--))*[ \t]*"  # in a list item, a quote or a comment too
     r"(?:ENV[ \t]+|set[ \t]+(?:-[a-zA-Z]+[ \t]+)+)(?P<key>[A-Za-z_]\w*)[ \t]+"
     + _VALUE
-    + r"[ \t]*(?:-->)?[ \t]*$",
+    + r"[ \t]*(?:-->)?[ \t]*\r?$",
     re.MULTILINE,  # matched at a line's start, $ is its end
 )
 
@@ -99,12 +101,13 @@ def _value(text: str, m: re.Match[str]) -> tuple[int, int, str]:
     return start, end, raw
 
 
+# A port or a port mapping (`-p 8080`, `-p 127.0.0.1:27017:27017/tcp`), not a password.
+_PORTS = re.compile(r"\d{1,5}|[\d.]*:[\d.:]+(?:/(?:tcp|udp))?")
+
+
 def _secret_ok(v: str) -> bool:
     return (
-        len(v) >= 3
-        and not v.startswith(MARK)
-        and not is_placeholder(v)
-        and not (v.isdigit() and len(v) <= 5)
+        len(v) >= 3 and not v.startswith(MARK) and not is_placeholder(v) and not _PORTS.fullmatch(v)
     )
 
 
@@ -116,9 +119,10 @@ def _spaced_assignment(text: str, line_start: int, line_end: int) -> Edit | None
         return None
     tier, kind = found
     start, end, v = _value(text, m)
-    if tier == "password":
-        return (start, end, marker(kind)) if _secret_ok(v) else None
-    return (start, end, marker(kind)) if _secret_ok(v) and looks_random(v) else None
+    # As for KEY=value: a password is any value, a secret a random one, and under a weak
+    # key (`GPG_KEY`, a public fingerprint) only a long mixed one.
+    judge = {"password": _secret_ok, "secret": looks_random}.get(tier, high_entropy)
+    return (start, end, marker(kind)) if _secret_ok(v) and judge(v) else None
 
 
 def redact_commands(note: Note, counts: Counter[str]) -> str:
