@@ -157,6 +157,12 @@ class Settings(BaseSettings):
         default=800, ge=0, description="Tokens of a compressed extract"
     )
 
+    @field_validator("service", mode="before")
+    @classmethod
+    def _service_word(cls, value: object) -> object:
+        """``OFF`` and `` off `` as the client reads them (it folds case and spaces)."""
+        return value.strip().lower() if isinstance(value, str) else value
+
     @field_validator("embed_dim", mode="before")
     @classmethod
     def _no_dim(cls, value: object) -> object:

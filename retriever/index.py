@@ -364,6 +364,9 @@ class _Run:
     full_gc: bool = False  # an earlier run wrote and died before its GC: collect everywhere
     scan: ScanReport | None = None  # the caller's scan of the vault, taken just before
     touched: frozenset[str] | None = None  # else, when set: the only paths that may differ
+    # Notes a full re-derive could not reach (in folders it could not read): their stamps
+    # are forgotten, so that they are derived again once they can be read.
+    unreached: list[str] = field(default_factory=list)
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
@@ -437,6 +440,8 @@ def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
         report.errors.append(refusal)
         report.refused = refusal
         return None
+    if full and scan.unreadable_dirs:
+        run.unreached = [p for p in states if scan.hides(p)]
     todo = [_job(run, f, known.get(f.path)) for f in (scan.files if full else changed)]
     report.files_unchanged = report.files_seen - len(todo)
     added = any(j.path not in states for j in todo)
@@ -512,6 +517,8 @@ def _record(run: _Run, conn: psycopg.Connection, plan: _Plan, written: list[str]
             store.set_meta(conn, "gc_pending", False)
         if not run.halt.is_set():
             store.set_meta(conn, "pipeline_version", PIPELINE_VERSION)
+        if run.unreached:
+            store.forget_stamps(conn, run.unreached)
         store.set_meta(conn, "last_index", {"at": time.time(), "vault": str(run.vault)})
         note_vault_change(conn, report.files_changed + report.files_deleted)
     conn.commit()

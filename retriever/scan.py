@@ -151,8 +151,12 @@ def scan_vault(
                         report.skipped_escaping_links.append(rel)
                     continue
                 info = entry.stat(follow_symlinks=False)
-            except OSError:
+            except FileNotFoundError:
                 continue  # vanished meanwhile
+            except OSError as exc:  # a folder we may list but not enter (r without x)
+                if not report.unreadable_dirs or report.unreadable_dirs[-1][0] != rel_dir:
+                    report.unreadable_dirs.append((rel_dir, exc.strerror or str(exc)))
+                continue
             if stat.S_ISDIR(info.st_mode):
                 if not filt.dir_excluded(rel):
                     yield from walk(Path(entry.path), rel)

@@ -23,6 +23,14 @@ from retriever.windows import pack_windows
 FileStamp = tuple[int, int]
 
 
+def forget_stamps(conn: psycopg.Connection, paths: list[str]) -> None:
+    """Make these notes differ from any file on disk: the next run that reads them derives
+    them again (a size no file has, and a content hash no file has)."""
+    conn.execute(
+        "UPDATE documents SET size = -1, sha256 = '\\x00'::bytea WHERE path = ANY(%s)", (paths,)
+    )
+
+
 def load_stamps(
     conn: psycopg.Connection, paths: Iterable[str] | None = None
 ) -> dict[str, FileStamp]:

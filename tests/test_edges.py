@@ -588,3 +588,10 @@ def test_help_starts_no_service(tmp_path: Path) -> None:
     done = _run(["search", "--help"], env)
     assert done.returncode == 0 and "Usage" in done.stdout
     assert not home.exists()  # no service, so no server and no socket under it
+
+
+def test_the_service_setting_folds_case_and_spaces_as_the_client_does() -> None:
+    from retriever.config import Settings
+
+    assert Settings(service=" OFF ").service == "off"  # type: ignore[arg-type]
+    assert Settings(service="Connect").service == "connect"  # type: ignore[arg-type]

@@ -1786,11 +1786,17 @@ def test_a_folder_that_cannot_be_read_keeps_its_notes_and_says_so(
         "locked/: cannot read the folder (Permission denied); its indexed notes are kept as they were"
     ]
     assert doc_paths(db_url) == {"a.md", "locked/b.md", "locked/deep/c.md"}
+    # A full re-derive (a new redactor, say) cannot reach them either: their stamps are
+    # forgotten, so that they are derived again as soon as they can be read.
+    full = app.index(full=True)
+    assert full.files_deleted == 0 and full.errors == report.errors
+    assert scalar(db_url, "SELECT count(*) FROM documents WHERE size = -1") == 2
     monkeypatch.setattr(os, "scandir", real)
     (vault / "locked" / "b.md").unlink()  # readable again: a real deletion is one
-    again = app.index()
-    assert again.errors == [] and again.files_deleted == 1
+    again = make_app(vault).index()  # a command of its own walks the vault
+    assert again.errors == [] and again.files_deleted == 1 and again.files_changed == 1
     assert doc_paths(db_url) == {"a.md", "locked/deep/c.md"}
+    assert scalar(db_url, "SELECT count(*) FROM documents WHERE size = -1") == 0
 
 
 def test_a_file_name_that_is_not_utf8_is_skipped_and_the_rest_indexed(

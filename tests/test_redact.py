@@ -1004,6 +1004,7 @@ def keep_cases() -> dict[str, str]:
         "printf_placeholder": "password = %(password)s",
         "cmd_mysql_prompt": "mysql -u root -p -h 127.0.0.1 -P 3306 wordpress",
         "table_test_results": "| Test | Pass | Fail |\n|--|--|--|\n| unit | 12 | 0 |\n| e2e | yes | no |",
+        "table_build_results": "| Arch | Pass |\n|--|--|\n| x86_64 | CI-7f3a2b1 |",
         "cmd_sshpass_variable": 'sshpass -p "$SSHPASS" ssh pi@host',
         "cmd_docker_login_stdin": 'echo "$TOKEN" | docker login -u me --password-stdin',
         "sql_identified_placeholder": "CREATE USER app IDENTIFIED BY '<password>';",

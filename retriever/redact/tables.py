@@ -23,8 +23,13 @@ _PIPE = re.compile(r"(?<!\\)\|")
 # GFM: a delimiter cell is one hyphen or more (`|--|`, `| - |`, `|:-|` are tables too).
 _DELIMITER = re.compile(r"[ \t]*\|?(?:[ \t]*:?-+:?[ \t]*\|)+(?:[ \t]*:?-+:?[ \t]*)?[ \t]*")
 # Header cells that name a password column only in a table's header ("pass" in prose is
-# a verb or a ticket).
+# a verb or a ticket), and only beside a column of whom or what it opens: "| Test | Pass |"
+# counts results.
 _PASSWORD_HEADERS = frozenset({"pass", "pw", "pwd", "passwd", "mdp", "pass word"})
+_ACCOUNT_HEADERS = frozenset(
+    """user username login account email e-mail site service host server name compte
+    utilisateur identifiant identifiants site web""".split()
+)
 _CELL_TRIM = " \t*_`\"'"
 _MAX_ROWS = 500
 
@@ -59,11 +64,13 @@ def _next_line(text: str, end: int) -> tuple[int, int] | None:
 def _credential_columns(note: Note, start: int, end: int) -> dict[int, str]:
     """Column index -> label tier, for the header cells that name a credential."""
     out = {}
-    for i, (a, b) in enumerate(_cells(note.text, start, end)):
+    cells = _cells(note.text, start, end)
+    headers = {note.low[a:b] for a, b in cells}
+    for i, (a, b) in enumerate(cells):
         m = LABEL_RE.fullmatch(note.low, a, b)
         if m is not None and m.lastgroup:
             out[i] = m.lastgroup
-        elif note.low[a:b] in _PASSWORD_HEADERS:
+        elif note.low[a:b] in _PASSWORD_HEADERS and headers & _ACCOUNT_HEADERS:
             out[i] = "password"
     return out
 
