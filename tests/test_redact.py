@@ -579,8 +579,8 @@ CASES: dict[str, Case] = {
     ),
     "wifi_psk_quoted": Case("password", 'psk="{s}"', password),
     "wifi_psk_env": Case("password", "PSK={s}", password),
-    "bold_label_french_spacing": Case("password", "**Mot de passe** : {s}", password),
-    "bold_label_space_colon": Case("password", "**Password** : {s}", password),
+    "bold_label_french_spacing": Case("password", "**Mot de passe** : {s}", prose_password),
+    "bold_label_space_colon": Case("password", "**Password** : {s}", prose_password),
     # passwords on a command line
     "cmd_mysql_attached": Case("password", "mysql -u root -p{s} -h 127.0.0.1 wordpress", password),
     "cmd_mysqldump_quoted": Case("password", "mysqldump -u app -p'{s}' shop > shop.sql", password),

@@ -264,6 +264,8 @@ def _unquoted_is_literal(v: str, site: _Site) -> bool:
 def _is_annotation(ann: str) -> bool:
     """``: Type =`` holds a type (``str``, ``SecretStr``, ``typing.Optional[str]``), not a
     random run that ends in ``=``."""
+    if not ann.rstrip("=").endswith((" ", "\t")):
+        return False  # `x: T = v` is spaced (PEP 8); `KEY: yiqa=oj…` is a value
     name = ann.lstrip(":").rstrip("= \t").split("[", 1)[0].split("|", 1)[0].strip()
     parts = name.split(".")
     return all(p and (is_wordy(p) or _is_type_name(p) or _PRIMITIVE.fullmatch(p)) for p in parts)
@@ -271,13 +273,13 @@ def _is_annotation(ann: str) -> bool:
 
 def _whole_run(text: str, key: str, key_start: int, sep: str, vm: re.Match[str]) -> bool:
     """A value whose run of non-space characters is all its own: ``KEY=value`` with nothing
-    between (dotenv, shell, compose), or ``key: value`` ending its line (YAML); the key
-    starts its line (after indentation, ``export``, a list or quote marker). A keyword
+    between (dotenv, shell, compose), or ``key: value`` ending its line (YAML); the key is
+    upper case or starts its line (after indentation, ``export``, a list or quote marker). A keyword
     argument (``f(password=getpass())``) is code, and so is a lowercase key's value that
     calls or indexes (``password=hash(raw)``)."""
     line_start = text.rfind("\n", 0, key_start) + 1
-    if not _LINE_HEAD.fullmatch(text, line_start, key_start):
-        return False
+    if not (key.isupper() or _LINE_HEAD.fullmatch(text, line_start, key_start)):
+        return False  # an upper-case key is an environment variable anywhere: `-e KEY=…`
     stop = _run_end(text, vm.end("uv"))
     if not key.isupper() and any(c in text[vm.start("uv") : stop] for c in "(["):
         return False
