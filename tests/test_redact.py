@@ -1020,6 +1020,8 @@ def keep_cases() -> dict[str, str]:
         "mysql_then_tar": "mysql -u root -e 'SHOW DATABASES' | tar -pxzf a.tgz",
         "dockerfile_gpg_fingerprint": "ENV GPG_KEY A035C8C19219BA821ECEA86B64E628F8D684696D",
         "prose_identified_by_quoted": 'the namespace that is identified by "ChildOfSomeObject".',
+        "prose_identified_by_line_end": "Returns a string identified by hParameter.",
+        "prose_identified_by_bold": "the following properties that are identified by **PROPERTYID**:",
         "cmd_ssh_keygen_empty": 'ssh-keygen -t ed25519 -N "" -f key',
         "dockerfile_env_path": "ENV PATH /usr/local/bin:$PATH",
         "fish_set_editor": "set -gx EDITOR nvim",

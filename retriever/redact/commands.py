@@ -60,10 +60,16 @@ _RULES: tuple[_Rule, ...] = (
     _rule((" -p",), rf"{_CMD}(?:sqlcmd|bcp|osql){_GAP}-P[ \t]*{_VALUE}"),
     _rule((" -n",), rf"{_CMD}ssh-keygen{_GAP}-N[ \t]*{_VALUE}"),
     _rule(("pass:",), rf"(?<![\w-])-pass(?:in|out)?[ \t]+pass:{_VALUE}"),  # openssl
-    _rule(  # quoted, or Oracle's bare word ending the statement; never "identified by its …"
+    _rule(  # quoted: never "identified by its …" in prose
         ("identified",),
-        r"(?<!\w)identified[ \t]+(?:with[ \t]+\w+[ \t]+)?by[ \t]+"
-        r"(?P<v>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\";]+(?=[ \t]*(?:;|\r?$)))",
+        rf"(?<!\w)identified[ \t]+(?:with[ \t]+\w+[ \t]+)?by[ \t]+{_QUOTED}",
+        flags=re.IGNORECASE,
+        words_ok=False,
+    ),
+    _rule(  # Oracle's bare word, only in a CREATE/ALTER USER statement ("… identified by X.")
+        ("identified",),
+        r"(?<!\w)(?:create|alter)[ \t]+(?:user|role)[ \t][^\n;]{0,200}?identified[ \t]+by[ \t]+"
+        r"(?P<v>[^\s'\";]+)(?=[ \t]*(?:;|\r?$))",
         flags=re.IGNORECASE | re.MULTILINE,
         words_ok=False,
     ),
