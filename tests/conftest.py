@@ -262,6 +262,19 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 AppFactory = Callable[..., Retriever]
 
 
+def refuse_folder(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """From now on, listing a folder called ``name`` fails as an unreadable one does. The
+    tests run as root, who reads every folder, so the error is raised here."""
+    real = os.scandir
+
+    def scandir(path: object) -> object:
+        if Path(str(path)).name == name:
+            raise PermissionError(13, "Permission denied")
+        return real(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "scandir", scandir)
+
+
 def count_walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The vaults the index module walks from now on (one entry per walk)."""
     walks: list[Path] = []

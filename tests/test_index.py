@@ -36,7 +36,7 @@ from retriever.planner_stats import ANALYZE_MIN_ROWS, ANALYZE_SHARE
 from retriever.prepare import embedding_input
 from retriever.scan import ALWAYS_EXCLUDED_DIRS
 from retriever.windows import embedding_windows, unpack_windows
-from tests.conftest import retriever_exe, run_retriever
+from tests.conftest import refuse_folder, retriever_exe, run_retriever
 from tests.faults.dump import (
     assert_same_index,
     assert_stats_consistent,
@@ -1771,14 +1771,7 @@ def test_a_folder_that_cannot_be_read_keeps_its_notes_and_says_so(
         (vault / rel).write_text(f"# {rel}\n\nText of {rel} about gardens.\n", encoding="utf-8")
     app = make_app(vault)
     assert app.index().errors == []
-    real = os.scandir
-
-    def scandir(path: object) -> object:
-        if Path(str(path)).name == "locked":
-            raise PermissionError(13, "Permission denied")
-        return real(path)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(os, "scandir", scandir)
+    refuse_folder(monkeypatch, "locked")
     (vault / "a.md").write_text("# a\n\nEdited.\n", encoding="utf-8")
     report = app.index()
     assert report.files_deleted == 0 and report.files_changed == 1
@@ -1791,7 +1784,7 @@ def test_a_folder_that_cannot_be_read_keeps_its_notes_and_says_so(
     full = app.index(full=True)
     assert full.files_deleted == 0 and full.errors == report.errors
     assert scalar(db_url, "SELECT count(*) FROM documents WHERE size = -1") == 2
-    monkeypatch.setattr(os, "scandir", real)
+    monkeypatch.undo()
     (vault / "locked" / "b.md").unlink()  # readable again: a real deletion is one
     again = make_app(vault).index()  # a command of its own walks the vault
     assert again.errors == [] and again.files_deleted == 1 and again.files_changed == 1

@@ -16,7 +16,7 @@ from retriever.scan import (
     rescan_paths,
     scan_vault,
 )
-from tests.conftest import TEST_VAULT
+from tests.conftest import TEST_VAULT, refuse_folder
 
 
 def paths(report: ScanReport) -> list[str]:
@@ -307,14 +307,7 @@ def test_a_folder_the_walk_cannot_read_hides_its_notes(
     write(vault / "a.md")
     write(vault / "locked" / "b.md")
     write(vault / "lockedness.md")
-    real = os.scandir
-
-    def scandir(path: object) -> object:
-        if Path(str(path)).name == "locked":
-            raise PermissionError(13, "Permission denied")
-        return real(path)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(os, "scandir", scandir)
+    refuse_folder(monkeypatch, "locked")
     report = scan_vault(vault)
     assert paths(report) == ["a.md", "lockedness.md"]
     assert report.unreadable_dirs == [("locked", "Permission denied")]
