@@ -24,6 +24,7 @@ from retriever.db import (
     open_database,
 )
 from retriever.embed import Embedder, EmbedderError
+from retriever.feedback import Policy
 from retriever.index import (
     LOCK_BUSY,
     PIPELINE_CHANGED,
@@ -366,8 +367,10 @@ class Retriever:
         fresh: bool | None = None,
         ranking: Ranking | None = None,
         overrides: dict[str, Any] | None = None,
+        feedback: Policy | None = None,
     ) -> SearchResult:
-        """Search the vault. Raises SearchInputError (a ValueError) for unusable input."""
+        """Search the vault. Raises SearchInputError (a ValueError) for unusable input.
+        ``feedback``: query feedback for this search (None: as the settings say)."""
         cleaned = validate_queries(queries)
         opts = SearchOptions.from_settings(
             self.settings,
@@ -380,6 +383,7 @@ class Retriever:
             note_type=note_type,
             modified_after=parse_modified_after(modified_after),  # type: ignore[arg-type]
             limit=limit,
+            feedback=feedback,
         )
         check_options(opts)
         try:
@@ -609,6 +613,7 @@ class Retriever:
                     absent_coverage=self.settings.absent_coverage,
                     absent_quantile=self.settings.absent_quantile,
                     spare=self.db.spare,
+                    feedback=self.settings.query_feedback,
                 )
         return result
 

@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ import psycopg
 from retriever import absence, languages
 from retriever.calibration_store import LEXICAL_KEY, save
 from retriever.embed import Embedder, InvalidVectorError
+from retriever.feedback import Feedback, Policy, wanted
 from retriever.lexical import (
     BM25Params,
     TermStatsCache,
@@ -238,8 +239,10 @@ def run_arms(
     bm25: BM25Params,
     spare: Spare | None = None,
     titles: TitleIndex | None = None,
+    feedback: Feedback | None = None,
 ) -> list[Arms]:
-    """Every pseudo-query's arms (``titles``: the title index, else looked up). With
+    """Every pseudo-query's arms (``titles``: the title index, else looked up;
+    ``feedback``: as searches use it, the left-out passage never feeding back). With
     ``spare`` (a second connection's source), the
     second half runs on it, on ``conn``'s snapshot, while the first half runs on ``conn``:
     the same arms, in most of the time (the server has a core for each). ``conn`` must
@@ -260,8 +263,18 @@ def run_arms(
         for i in part:
             q, v = queries[i], vectors[i]
             vecs = [v] if v is not None else []
+            fed = replace(feedback, hide=q.hide) if feedback is not None else None
             arms = searcher.gather(
-                c, [q.text], mode, model, vecs, scope, bm25, titles=titles, lookup=lookup
+                c,
+                [q.text],
+                mode,
+                model,
+                vecs,
+                scope,
+                bm25,
+                titles=titles,
+                lookup=lookup,
+                feedback=fed,
             )
             out.append(arms.without_chunk(q.hide) if q.hide is not None else arms)
         return out
@@ -549,6 +562,7 @@ def calibrate(
     absent_coverage: float,
     absent_quantile: float,
     spare: Spare | None = None,
+    feedback: Policy = "off",
 ) -> dict[str, Any]:
     """Calibrate and store the result for the model (and for lexical-only searches).
     Returns the report; ``status`` is "calibrated" or "too_small". ``spare``: a second
@@ -573,6 +587,8 @@ def calibrate(
             conn, key, n_docs, f"the notes give only {len(queries)} usable pseudo-queries"
         )
     titles = searcher.titles.get(conn).preload(conn)
+    vault_languages = languages.present(s.text for n in notes for s in n.sections)
+    fed = model is not None and wanted(feedback, embedder)
     arms = run_arms(
         conn,
         searcher,
@@ -582,6 +598,7 @@ def calibrate(
         bm25=bm25,
         spare=spare,
         titles=titles,
+        feedback=Feedback(vault_languages) if fed else None,
     )
     walker, prior = searcher.links(conn, Scope("", {}))
     walk = CachedWalk(walker)
@@ -595,7 +612,7 @@ def calibrate(
     limits: dict[str, Any] = {
         "coverage": absent_coverage,
         "quantile": absent_quantile,
-        "vault_languages": languages.present(s.text for n in notes for s in n.sections),
+        "vault_languages": vault_languages,
     }
     base = _base_report(conn, n_docs, queries, split, few)
     lexical = chooser([_lexical_only(a) for a in arms])
@@ -610,7 +627,12 @@ def calibrate(
     }
     if model is not None and embedder is not None:
         hybrid = _hybrid_result(conn, chooser(arms), few, lex_absence, limits)
-        results[embedder.fingerprint] = {**base, "model": embedder.model_id, **hybrid}
+        results[embedder.fingerprint] = {
+            **base,
+            "model": embedder.model_id,
+            "feedback": fed,
+            **hybrid,
+        }
     seconds = {"total": round(time.perf_counter() - started, 2), "arms": round(gathered, 2)}
     for row_key, result in results.items():
         save(conn, row_key, n_docs, [q.to_dict() for q in queries], {**result, "seconds": seconds})

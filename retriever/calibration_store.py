@@ -17,7 +17,7 @@ from retriever.absence import AbsenceModel
 from retriever.ranking import Ranking
 
 LEXICAL_KEY = ""  # the row for searches without a semantic arm
-CALIBRATION_VERSION = 8  # bump when the procedure changes: stored results are redone
+CALIBRATION_VERSION = 9  # bump when the procedure changes: stored results are redone (9: feedback)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +156,7 @@ def summary(result: dict[str, Any] | None) -> dict[str, Any]:
         "state": "calibrated",
         "ranking": result.get("label"),
         "ranking_source": result.get("ranking_source"),
+        "feedback": bool(result.get("feedback")),
         "model": result.get("model"),
         "ndcg_report": result.get("ndcg_report"),
         "queries": result.get("queries"),

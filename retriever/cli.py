@@ -359,7 +359,8 @@ def describe_calibration(c: dict[str, Any]) -> str:
         return f"default ({c.get('reason')})"
     chosen = not str(c.get("ranking_source") or "").startswith("default")
     head = "calibrated" if chosen else "default (too few pseudo-queries), absence calibrated"
-    line = f"{head}: {c['ranking']}, pseudo-query nDCG@10 {c['ndcg_report']:.3f}"
+    fed = " with query feedback" if c.get("feedback") else ""
+    line = f"{head}: {c['ranking']}{fed}, pseudo-query nDCG@10 {c['ndcg_report']:.3f}"
     rates = c.get("absence_report")
     if rates:
         line += (
@@ -520,7 +521,10 @@ def _print_result(result: Any, explain: bool) -> None:
         f"{result.took_ms:.0f} ms[/dim]",
     )
     if explain:
-        err.print(f"[dim]ranking {result.ranking} ({result.calibration})[/dim]", highlight=False)
+        fed = ", with query feedback" if result.feedback else ""
+        err.print(
+            f"[dim]ranking {result.ranking} ({result.calibration}){fed}[/dim]", highlight=False
+        )
 
 
 @app.command("eval")

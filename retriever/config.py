@@ -21,6 +21,7 @@ from pydantic_settings import (
 
 from retriever import request_context
 from retriever.errors import ConfigError
+from retriever.feedback import Policy
 from retriever.ranking import Fusion
 
 DEFAULT_MODEL = "minishlab/potion-base-8M"
@@ -95,6 +96,11 @@ class Settings(BaseSettings):
     link_prior: float | None = Field(
         default=None, ge=0.0, description="Weight of the link prior (notes other notes cite)"
     )
+    query_feedback: Policy = Field(
+        default="auto",
+        description="Expand BM25 queries with the nearest passages' terms: auto (contextual "
+        "models, e.g. Ollama's) | on | off",
+    )
     calibrate: bool = Field(default=True, description="Calibrate after indexing when due")
     calibrate_drift: float = Field(
         default=0.2, ge=0, description="Recalibrate once this share of notes changed"
@@ -157,9 +163,9 @@ class Settings(BaseSettings):
         default=800, ge=0, description="Tokens of a compressed extract"
     )
 
-    @field_validator("service", mode="before")
+    @field_validator("service", "query_feedback", mode="before")
     @classmethod
-    def _service_word(cls, value: object) -> object:
+    def _folded_word(cls, value: object) -> object:
         """``OFF`` and `` off `` as the client reads them (it folds case and spaces)."""
         return value.strip().lower() if isinstance(value, str) else value
 

@@ -20,6 +20,7 @@ import ir_measures
 from ir_measures import RR, R, Success, nDCG
 
 from retriever.app import Retriever
+from retriever.feedback import Policy
 from retriever.ranking import Ranking
 from retriever.search import SearchResult
 
@@ -48,6 +49,7 @@ class Config:
     mode: str = "hybrid"
     ranking: Ranking | None = None  # fixed; None: the calibrated ranking
     overrides: tuple[tuple[str, float], ...] = ()  # over the calibrated ranking
+    feedback: Policy | None = None  # query feedback; None: as the settings say
 
 
 _FIXED = Ranking("rrf", 1.0, 60.0, title_weight=0.0, graph_weight=0.0)
@@ -68,6 +70,7 @@ ABLATIONS = [
     Config("calibrated-graph", overrides=(("graph_weight", 0.0),)),
     Config("calibrated-2nd-passage", overrides=(("second_passage", 0.0),)),
     Config("calibrated-prior", overrides=(("link_prior", 0.0),)),
+    Config("calibrated-feedback", feedback="off"),
     # What a search answers while the model is down: the lexical calibration and absence.
     Config("calibrated-lexical", mode="lexical"),
 ]
@@ -173,6 +176,7 @@ def run_config(
             ranking=config.ranking,
             overrides=dict(config.overrides),
             fresh=False,
+            feedback=config.feedback,
         )
         latencies.append((time.perf_counter() - started) * 1000)
         for rank, path in enumerate(result.ranked_paths[:100], start=1):

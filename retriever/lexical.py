@@ -356,7 +356,7 @@ def term_idf(
 
 def bm25_search(
     conn: psycopg.Connection,
-    query: Counter[str],
+    query: Mapping[str, float],
     *,
     limit: int,
     params: BM25Params = BM25Params(),

@@ -104,6 +104,7 @@ class Arms:
     title: dict[int, float] = field(default_factory=dict)  # doc -> title score, best first
     doc_of: dict[int, int] = field(default_factory=dict)  # chunk -> doc, every chunk above
     identifier: bool = False  # the query looks like code: lexical leans in
+    feedback: bool = False  # a lexical list ran on a query expanded by feedback
     # The lists on linear fusion's scale ("lexical", "semantic"), made on first use and
     # shared by copies: calibration fuses one query's arms with dozens of rankings.
     normalised: dict[str, list[dict[int, float]]] = field(
@@ -125,6 +126,7 @@ class Arms:
             self.title,
             dict(self.doc_of),
             self.identifier,
+            self.feedback,
             self.normalised,
         )
 
@@ -144,6 +146,7 @@ class Arms:
             title=title,
             doc_of={c: d for c, d in self.doc_of.items() if keep(c)},
             identifier=self.identifier,
+            feedback=self.feedback,
         )
 
 

@@ -34,6 +34,7 @@ from retriever.budget import allocate, estimate_tokens
 from retriever.calibration_store import CALIBRATION_VERSION, LEXICAL_KEY, CalibrationCache
 from retriever.doc_filter import DocFilter
 from retriever.embed import Embedder, EmbedderError, ZeroVectorError
+from retriever.feedback import PASSAGES, POLICIES, Feedback, Policy, expanded, wanted
 from retriever.graph import LinkGraph, random_walk_scores
 from retriever.lexical import (
     BM25Params,
@@ -99,6 +100,7 @@ class SearchOptions:
     modified_after: datetime | None = None
     limit: int = 30
     bm25: BM25Params = field(default_factory=BM25Params)
+    feedback: Policy = "auto"  # query feedback (retriever.feedback)
 
     @classmethod
     def from_settings(cls, settings: Settings, **given: Any) -> SearchOptions:
@@ -109,6 +111,7 @@ class SearchOptions:
             bm25=BM25Params(settings.bm25_k1, settings.bm25_b),
             absent_coverage=settings.absent_coverage,
             absent_cosine=settings.absent_cosine,
+            feedback=settings.query_feedback,
         )
         for name, value in given.items():
             if value is not None:
@@ -162,6 +165,7 @@ class SearchResult:
     ranked_paths: list[str] = field(default_factory=list)  # full document ranking (eval)
     model: str | None = None  # the embedding model of the semantic arm (None: lexical)
     tier: str | None = None  # which embedding tier answered: "primary" or "fallback"
+    feedback: bool = False  # BM25 ran on a query expanded by feedback (retriever.feedback)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -178,6 +182,7 @@ class SearchResult:
             "fusion": self.fusion,
             "ranking": self.ranking,
             "calibration": self.calibration,
+            "feedback": self.feedback,
             "signals": {k: round(v, 3) for k, v in self.signals.items()},
             "refreshed_files": self.refreshed_files,
             "took_ms": round(self.took_ms, 1),
@@ -207,6 +212,8 @@ def check_options(opts: SearchOptions) -> None:
     check_budget(opts.budget_tokens)
     if not 1 <= opts.limit <= 200:
         raise SearchInputError("limit must be between 1 and 200")
+    if opts.feedback not in POLICIES:
+        raise SearchInputError(f"feedback must be one of {', '.join(POLICIES)}")
 
 
 def looks_like_identifier(query: str) -> bool:
@@ -345,6 +352,7 @@ class Searcher:
             spare=spare,
             titles=titles,
             lookup=lookup,
+            feedback=self._feedback(conn, opts, embedder, sem.mode, gen),
         )
         semantic = bool(arms.semantic)
         ranking, absence, calibration = self.ranking_for(conn, opts, embedder, semantic, gen)
@@ -386,8 +394,25 @@ class Searcher:
             took_ms=(time.perf_counter() - started) * 1000,
             ranked_paths=_distinct_paths(ranked_ids, rows),
             model=embedder.model_id if embedder is not None and sem.mode != "lexical" else None,
+            feedback=arms.feedback,
         )
         return result, sem.failure
+
+    def _feedback(
+        self,
+        conn: psycopg.Connection,
+        opts: SearchOptions,
+        embedder: Embedder | None,
+        mode: str,
+        gen: store.Generation,
+    ) -> Feedback | None:
+        """Query feedback for a hybrid search when the setting and the model call for it,
+        with the vault's languages as this model's calibration found them."""
+        if mode != "hybrid" or embedder is None or not wanted(opts.feedback, embedder):
+            return None
+        found = self.calibrations.get(conn, embedder.fingerprint, gen.calibrations)
+        absence = found.absence_hybrid if found is not None else None
+        return Feedback(absence.languages if absence is not None else ())
 
     def _semantic(
         self,
@@ -435,16 +460,27 @@ class Searcher:
         spare: Spare | None = None,
         titles: TitleIndex | None = None,
         lookup: StatsLookup | None = None,
+        feedback: Feedback | None = None,
     ) -> Arms:
         """Run every arm the mode allows for ``queries`` (no fusion yet). With ``spare``
         (a source of a second connection), a hybrid search runs the title and semantic
         arms on it while BM25 runs on ``conn``. ``titles``: the generation's title index
         (looked up when not given); ``lookup``: where term statistics come from (else
-        read)."""
+        read); ``feedback``: BM25 runs, for the queries it applies to, on the query
+        expanded with the semantic arm's nearest passages (see retriever.feedback)."""
         arms = Arms(identifier=any(looks_like_identifier(q) for q in queries))
         lexical = mode in ("hybrid", "lexical")
         semantic = mode in ("hybrid", "semantic") and model is not None and bool(qvecs)
         index = (titles if titles is not None else self.titles.get(conn)) if lexical else None
+        # Feedback needs each query's own semantic list: not when a query had no vector.
+        fed = [
+            feedback is not None
+            and lexical
+            and semantic
+            and len(qvecs or ()) == len(queries)
+            and feedback.applies(q)
+            for q in queries
+        ]
 
         near_docs: dict[int, int] = {}  # the semantic arm's chunks' notes (its own thread)
 
@@ -457,10 +493,19 @@ class Searcher:
         if lexical and semantic and spare is not None:
             beside = run_beside(self._workers, conn, spare, others)
         lex_docs: dict[int, int] = {}
-        if lexical:
-            arms.lexical = _bm25_lists(conn, queries, scope, bm25, lex_docs, lookup)
+        if lexical:  # the queries with feedback wait for the semantic arm
+            plain = [q for q, f in zip(queries, fed, strict=True) if not f]
+            lists = iter(_bm25_lists(conn, plain, scope, bm25, lex_docs, lookup))
+            arms.lexical = [{} if f else next(lists) for f in fed]
         found = beside.result() if beside is not None else None
         arms.title, arms.semantic = found if found is not None else others(conn)
+        hide = feedback.hide if feedback is not None else None
+        arms.feedback = any(fed)
+        for i, query in enumerate(queries):
+            if fed[i]:
+                near = [c for c in arms.semantic[i] if c != hide][:PASSAGES]
+                terms = _fed_terms(conn, query_terms(query), near, lookup)
+                arms.lexical[i] = _bm25(conn, terms, scope, bm25, lex_docs, lookup)
         arms.doc_of = {**lex_docs, **near_docs}  # both arms return their chunks' notes
         return arms
 
@@ -634,24 +679,52 @@ def _bm25_lists(
 ) -> list[dict[int, float]]:
     """The lexical arm: each query's best passages by BM25 (chunk -> score); ``owners``
     gains their notes."""
+    return [_bm25(conn, query_terms(q), scope, bm25, owners, lookup) for q in queries]
+
+
+def _bm25(
+    conn: psycopg.Connection,
+    terms: Mapping[str, float],
+    scope: Scope,
+    bm25: BM25Params,
+    owners: dict[int, int],
+    lookup: StatsLookup | None,
+) -> dict[int, float]:
+    """One query's best passages by BM25 (``terms``: term -> weight)."""
     extra = (
         f"AND t.doc_id IN (SELECT d.id FROM documents d WHERE {scope.where})" if scope.where else ""
     )
-    return [
-        dict(
-            bm25_search(
-                conn,
-                query_terms(q),
-                limit=ARM_DEPTH,
-                params=bm25,
-                extra_sql=extra,
-                extra_params=scope.params,
-                owners=owners,
-                lookup=lookup,
-            )
+    return dict(
+        bm25_search(
+            conn,
+            terms,
+            limit=ARM_DEPTH,
+            params=bm25,
+            extra_sql=extra,
+            extra_params=scope.params,
+            owners=owners,
+            lookup=lookup,
         )
-        for q in queries
-    ]
+    )
+
+
+def _fed_terms(
+    conn: psycopg.Connection,
+    query: Mapping[str, int],
+    near: list[int],
+    lookup: StatsLookup | None,
+) -> Mapping[str, float]:
+    """``query`` expanded with the terms of the passages ``near`` (chunk ids)."""
+    if not near:
+        return query
+    texts = conn.execute(
+        "SELECT p.text FROM chunks c JOIN passages p ON p.hash = c.passage_hash"
+        " WHERE c.id = ANY(%s) ORDER BY c.id",
+        (near,),
+    ).fetchall()
+    passages = [query_terms(str(row[0])) for row in texts]
+    idfs, _ = term_idf(conn, sorted(set().union(*passages)), lookup)
+    return expanded(query, passages, idfs)
 
 
 def _cosine_lists(

@@ -17,6 +17,7 @@ class Model2VecEmbedder:
     """In-process static embeddings (Model2Vec). ``model_id`` is a hub id or a local path."""
 
     kind = "model2vec"
+    contextual = False  # one vector per token, averaged: see retriever.feedback
 
     def __init__(self, model_id: str, *, setting: str = "RETRIEVER_EMBED_MODEL") -> None:
         """``setting``: the variable that chose this model, named in the advice if it

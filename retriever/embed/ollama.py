@@ -89,6 +89,7 @@ class OllamaEmbedder:
     """
 
     kind = "ollama"
+    contextual = True  # Ollama's embedding models are transformers: see retriever.feedback
 
     def __init__(
         self,
