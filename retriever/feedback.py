@@ -8,13 +8,15 @@ query's own terms left out) join the query at a lower weight, and BM25 runs on t
 (pseudo-relevance feedback, as in RM3, fed by the semantic arm).
 
 Measured on the development sets with all-MiniLM-L6-v2 through Ollama (calibrated
-nDCG@10, recalibrated with feedback): Dendron 0.498 -> 0.530 (paraphrase Hit@1 0.22 ->
-0.44), the test vault 0.909 -> 0.921, Cranfield 0.414 -> 0.430, CISI 0.470 -> 0.471.
-With the static m2v-minilm-256 it loses (Dendron -0.01, the test vault -0.05): a static
-model's nearest passages share the question's words more than its meaning, so feedback
-only repeats and dilutes them. Hence ``auto`` uses it with contextual models only.
-Pseudo-queries cannot choose it: they keep the note's own words, which feedback dilutes,
-so every kind scores lower with it with either model even where real questions gain.
+nDCG@10, recalibrated with feedback): Dendron 0.498 -> 0.547 (paraphrase Hit@1 0.22 ->
+0.50), the test vault 0.909 -> 0.924, Cranfield 0.415 -> 0.429, CISI 0.470 -> 0.472.
+With the static m2v-minilm-256 it loses on all four (Dendron -0.006, the test vault
+-0.064, Cranfield -0.003, CISI -0.020): a static model's nearest passages share the
+question's words more than its meaning, so feedback only repeats and dilutes them.
+Hence ``auto`` uses it with contextual models only.
+Pseudo-queries cannot choose it: they keep the note's own words, which feedback dilutes.
+On Dendron they score 0.02-0.03 nDCG@10 lower with it with either model (headings and
+spans lose; titles and anchors barely move), while real questions gain with MiniLM.
 """
 
 from __future__ import annotations
