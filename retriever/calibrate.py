@@ -29,7 +29,7 @@ import psycopg
 from retriever import absence, languages
 from retriever.calibration_store import LEXICAL_KEY, save
 from retriever.embed import Embedder, InvalidVectorError
-from retriever.feedback import Feedback, Policy, wanted
+from retriever.feedback import Feedback, Policy, contextual, wanted
 from retriever.lexical import (
     BM25Params,
     TermStatsCache,
@@ -538,7 +538,8 @@ def fit_absence(
 
 
 def _lexical_only(arms: Arms) -> Arms:
-    return Arms(arms.lexical, [], arms.title, arms.doc_of, arms.identifier)
+    """The arms a search without the model has: plain BM25 (never fed back)."""
+    return Arms(arms.unexpanded or arms.lexical, [], arms.title, arms.doc_of, arms.identifier)
 
 
 def _summary(chooser: Chooser, pseudo_best: Ranking, ranking: Ranking) -> dict[str, Any]:
@@ -562,7 +563,7 @@ def calibrate(
     absent_coverage: float,
     absent_quantile: float,
     spare: Spare | None = None,
-    feedback: Policy = "off",
+    feedback: Policy = "auto",
 ) -> dict[str, Any]:
     """Calibrate and store the result for the model (and for lexical-only searches).
     Returns the report; ``status`` is "calibrated" or "too_small". ``spare``: a second
@@ -588,7 +589,7 @@ def calibrate(
         )
     titles = searcher.titles.get(conn).preload(conn)
     vault_languages = languages.present(s.text for n in notes for s in n.sections)
-    fed = model is not None and wanted(feedback, embedder)
+    fed = model is not None and embedder is not None and wanted(feedback, contextual(embedder))
     arms = run_arms(
         conn,
         searcher,
@@ -598,7 +599,7 @@ def calibrate(
         bm25=bm25,
         spare=spare,
         titles=titles,
-        feedback=Feedback(vault_languages) if fed else None,
+        feedback=Feedback(vault_languages, keep_plain=True) if fed else None,
     )
     walker, prior = searcher.links(conn, Scope("", {}))
     walk = CachedWalk(walker)
@@ -631,6 +632,7 @@ def calibrate(
             **base,
             "model": embedder.model_id,
             "feedback": fed,
+            "vault_languages": list(vault_languages),
             **hybrid,
         }
     seconds = {"total": round(time.perf_counter() - started, 2), "arms": round(gathered, 2)}

@@ -27,6 +27,7 @@ class Calibration:
     absence_lexical: AbsenceModel | None
     created_at: str
     ranking_chosen: bool = True  # False: the default ranking, with calibrated absence
+    languages: tuple[str, ...] = ()  # the vault's, as calibration found them
 
 
 def save(
@@ -82,13 +83,21 @@ def gc(conn: psycopg.Connection) -> int:
     return cur.rowcount
 
 
-def needs_calibration(conn: psycopg.Connection, key: str, n_docs: int, *, drift: float) -> bool:
+def needs_calibration(
+    conn: psycopg.Connection, key: str, n_docs: int, *, drift: float, feedback: bool | None = None
+) -> bool:
     """True when ``key`` has no current calibration, or the vault changed materially
-    (more than ``drift`` of its notes written or removed since) or the procedure did."""
+    (more than ``drift`` of its notes written or removed since) or the procedure did, or
+    (``feedback`` given) it was made with query feedback on where searches now run
+    without it, or the other way round."""
     row = conn.execute(
-        "SELECT version, n_docs, changed_docs FROM calibrations WHERE model = %s", (key,)
+        "SELECT version, n_docs, changed_docs, coalesce((result->>'feedback')::boolean, false)"
+        " FROM calibrations WHERE model = %s",
+        (key,),
     ).fetchone()
     if row is None or int(row[0]) != CALIBRATION_VERSION:
+        return True
+    if feedback is not None and bool(row[3]) != feedback:
         return True
     return int(row[2]) > drift * max(int(row[1]), n_docs, 1)
 
@@ -102,6 +111,7 @@ def _parse(result: dict[str, Any], created_at: str) -> Calibration:
         absence_lexical=AbsenceModel.from_dict(lexical["model"]) if lexical else None,
         created_at=created_at,
         ranking_chosen=not str(result.get("ranking_source", "")).startswith("default"),
+        languages=tuple(result.get("vault_languages") or ()),
     )
 
 

@@ -34,9 +34,19 @@ POLICIES: tuple[Policy, ...] = ("auto", "on", "off")
 PASSAGES = 2  # nearest passages read (2-3 gain on every set; 5 gains less)
 TERMS = 10  # terms added (5-20 gain on every set)
 WEIGHT = 0.5  # the best added term's weight, relative to a query term (0.3-1 gain)
-# Words written as code (camelCase, snake_case, dotted names, --flags, ::, ->, ()): the
-# query names something exact, and added words only dilute it.
-_CODE = re.compile(r"[a-z][A-Z]|\w_\w|\w\.\w|::|->|\(\)|(?:^|\s)--?\w|`")
+# Words written as code: the query names something exact, and added words only dilute it.
+# Prose that merely looks dotted or capitalised (e.g., U.S., Ph.D., 2.5 mg, PhD, YouTube,
+# -40) is not code.
+_CODE = re.compile(
+    r"\b[a-z]+[A-Z]\w*"  # lowerCamel: enableAutoFold, getUser
+    r"|\b[A-Z][a-z]+[A-Z][a-z]+[A-Z]\w*"  # PascalCase of three humps (not YouTube)
+    r"|\w_\w"  # snake_case, __init__
+    r"|\b[A-Za-z_]\w+\.[A-Za-z_]\w+"  # dotted names, two characters each side: dendron.yml
+    r"|\b\d+\.\d+\.\d+"  # versions x.y.z
+    r"|::|->|\(\)|\b\w+\(\w{2,}[^)]*\)"  # init(), print(xs); not note(s)
+    r"|(?:^|\s)--?[A-Za-z][\w-]*"  # --flag, -v; not -40
+    r"|`|https?://"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +57,7 @@ class Feedback:
 
     languages: tuple[str, ...] = ()
     hide: int | None = None
+    keep_plain: bool = False  # also run the plain query (see Arms.unexpanded)
 
     def applies(self, query: str) -> bool:
         """Whether ``query`` gets feedback: not code, and in the vault's language."""
@@ -56,10 +67,22 @@ class Feedback:
         return lang is None or not self.languages or lang in self.languages
 
 
-def wanted(policy: Policy, embedder: object) -> bool:
-    """Whether searches with ``embedder`` use feedback under ``policy``: ``auto`` asks
-    the embedder whether it reads words in context (``contextual``; static models do not)."""
-    return policy == "on" or (policy == "auto" and bool(getattr(embedder, "contextual", False)))
+def contextual(embedder: object) -> bool:
+    """Whether ``embedder`` reads words in context (an attribute of the embedder classes;
+    one that does not say is taken as static)."""
+    return bool(getattr(embedder, "contextual", False))
+
+
+def contextual_model(model: str) -> bool:
+    """``contextual`` for the embedder ``RETRIEVER_EMBED_MODEL=model`` builds, without
+    loading it (``ollama:<name>`` is Ollama, anything else Model2Vec)."""
+    return model.startswith("ollama:")
+
+
+def wanted(policy: Policy, is_contextual: bool) -> bool:
+    """Whether searches use feedback under ``policy`` with a model that is (or is not)
+    contextual."""
+    return policy == "on" or (policy == "auto" and is_contextual)
 
 
 def expanded(

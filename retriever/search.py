@@ -34,7 +34,15 @@ from retriever.budget import allocate, estimate_tokens
 from retriever.calibration_store import CALIBRATION_VERSION, LEXICAL_KEY, CalibrationCache
 from retriever.doc_filter import DocFilter
 from retriever.embed import Embedder, EmbedderError, ZeroVectorError
-from retriever.feedback import PASSAGES, POLICIES, Feedback, Policy, expanded, wanted
+from retriever.feedback import (
+    PASSAGES,
+    POLICIES,
+    Feedback,
+    Policy,
+    contextual,
+    expanded,
+    wanted,
+)
 from retriever.graph import LinkGraph, random_walk_scores
 from retriever.lexical import (
     BM25Params,
@@ -408,11 +416,12 @@ class Searcher:
     ) -> Feedback | None:
         """Query feedback for a hybrid search when the setting and the model call for it,
         with the vault's languages as this model's calibration found them."""
-        if mode != "hybrid" or embedder is None or not wanted(opts.feedback, embedder):
+        if mode != "hybrid" or embedder is None:
+            return None
+        if not wanted(opts.feedback, contextual(embedder)):
             return None
         found = self.calibrations.get(conn, embedder.fingerprint, gen.calibrations)
-        absence = found.absence_hybrid if found is not None else None
-        return Feedback(absence.languages if absence is not None else ())
+        return Feedback(found.languages if found is not None else ())
 
     def _semantic(
         self,
@@ -493,18 +502,20 @@ class Searcher:
         if lexical and semantic and spare is not None:
             beside = run_beside(self._workers, conn, spare, others)
         lex_docs: dict[int, int] = {}
+        keep = feedback is not None and feedback.keep_plain and any(fed)
         if lexical:  # the queries with feedback wait for the semantic arm
-            plain = [q for q, f in zip(queries, fed, strict=True) if not f]
+            plain = [q for q, f in zip(queries, fed, strict=True) if keep or not f]
             lists = iter(_bm25_lists(conn, plain, scope, bm25, lex_docs, lookup))
-            arms.lexical = [{} if f else next(lists) for f in fed]
+            arms.lexical = [{} if f and not keep else next(lists) for f in fed]
+            arms.unexpanded = list(arms.lexical) if keep else []
         found = beside.result() if beside is not None else None
         arms.title, arms.semantic = found if found is not None else others(conn)
         hide = feedback.hide if feedback is not None else None
-        arms.feedback = any(fed)
         for i, query in enumerate(queries):
             if fed[i]:
-                near = [c for c in arms.semantic[i] if c != hide][:PASSAGES]
-                terms = _fed_terms(conn, query_terms(query), near, lookup)
+                plain_terms = query_terms(query)
+                terms = _fed_terms(conn, plain_terms, list(arms.semantic[i]), hide, lookup)
+                arms.feedback = arms.feedback or len(terms) > len(plain_terms)
                 arms.lexical[i] = _bm25(conn, terms, scope, bm25, lex_docs, lookup)
         arms.doc_of = {**lex_docs, **near_docs}  # both arms return their chunks' notes
         return arms
@@ -711,18 +722,29 @@ def _bm25(
 def _fed_terms(
     conn: psycopg.Connection,
     query: Mapping[str, int],
-    near: list[int],
+    ranked: list[int],
+    hide: int | None,
     lookup: StatsLookup | None,
 ) -> Mapping[str, float]:
-    """``query`` expanded with the terms of the passages ``near`` (chunk ids)."""
-    if not near:
+    """``query`` expanded with the terms of the first PASSAGES distinct passages of
+    ``ranked`` (chunk ids, best first): a passage two notes share counts once, and the
+    passage of chunk ``hide`` (wherever it is repeated) never feeds back."""
+    wanted = ranked[: PASSAGES * 4] + ([hide] if hide is not None else [])
+    if not ranked:
         return query
-    texts = conn.execute(
-        "SELECT p.text FROM chunks c JOIN passages p ON p.hash = c.passage_hash"
-        " WHERE c.id = ANY(%s) ORDER BY c.id",
-        (near,),
+    rows = conn.execute(
+        "SELECT c.id, c.passage_hash, p.text FROM chunks c"
+        " JOIN passages p ON p.hash = c.passage_hash WHERE c.id = ANY(%s)",
+        (wanted,),
     ).fetchall()
-    passages = [query_terms(str(row[0])) for row in texts]
+    found = {int(cid): (bytes(h), str(text)) for cid, h, text in rows}
+    seen = {found[hide][0]} if hide is not None and hide in found else set()
+    texts: list[str] = []
+    for cid in ranked[: PASSAGES * 4]:
+        if cid in found and found[cid][0] not in seen and len(texts) < PASSAGES:
+            seen.add(found[cid][0])
+            texts.append(found[cid][1])
+    passages = [query_terms(text) for text in texts]
     idfs, _ = term_idf(conn, sorted(set().union(*passages)), lookup)
     return expanded(query, passages, idfs)
 

@@ -9,8 +9,16 @@ import pytest
 
 from retriever.app import Retriever
 from retriever.config import Settings
-from retriever.feedback import PASSAGES, Feedback, expanded, wanted
+from retriever.feedback import (
+    PASSAGES,
+    Feedback,
+    contextual,
+    contextual_model,
+    expanded,
+    wanted,
+)
 from retriever.lexical import BM25Params
+from retriever.ranking import Arms
 from retriever.search import Scope
 from tests.conftest import AppFactory
 
@@ -71,14 +79,34 @@ def test_a_question_in_words_gets_feedback_unless_in_another_language() -> None:
     assert not Feedback(("en",)).applies(french)
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "e.g. a note about cats",
+        "the laws of the U.S. and Canada",
+        "my Ph.D. notes from 5 p.m.",
+        "a dose of 2.5 mg",
+        "python 3.11 install",
+        "my PhD thesis",
+        "YouTube playlist and McDonald's receipts",
+        "-40 degrees in winter",
+        "a well-known trick -- or not",
+        "list the note(s) I wrote",
+    ],
+)
+def test_prose_that_only_looks_dotted_or_capitalised_still_gets_feedback(query: str) -> None:
+    assert Feedback().applies(query)
+
+
 def test_auto_means_contextual_models_only() -> None:
     from retriever.embed.model2vec import Model2VecEmbedder
     from retriever.embed.ollama import OllamaEmbedder
 
-    assert OllamaEmbedder.contextual and not Model2VecEmbedder.contextual
-    assert wanted("auto", OllamaEmbedder) and not wanted("auto", Model2VecEmbedder)
-    assert wanted("on", Model2VecEmbedder) and not wanted("off", OllamaEmbedder)
-    assert not wanted("auto", object())  # an embedder that does not say is not contextual
+    assert contextual(OllamaEmbedder) and not contextual(Model2VecEmbedder)
+    assert not contextual(object())  # an embedder that does not say is not contextual
+    assert contextual_model("ollama:all-minilm") and not contextual_model("minishlab/potion")
+    assert wanted("auto", True) and not wanted("auto", False)
+    assert wanted("on", False) and not wanted("off", True)
 
 
 def test_the_setting_folds_case_and_refuses_other_words() -> None:
@@ -108,33 +136,44 @@ NOTES = {
 QUERY = "the editor crashes and I lost my edits"
 
 
-@pytest.fixture
-def stash_app(make_app: AppFactory, tmp_path: Path) -> Retriever:
+def _vault_app(make_app: AppFactory, folder: Path, notes: dict[str, str]) -> Retriever:
     from tests.model_factory import build_model
 
-    vault = tmp_path / "vault"
-    vault.mkdir()
-    for name, text in NOTES.items():
+    vault = folder / "vault"
+    for name, text in notes.items():
+        (vault / name).parent.mkdir(parents=True, exist_ok=True)
         (vault / name).write_text(text, "utf-8")
-    model = build_model(vault, tmp_path / "model", dim=8)
+    model = build_model(vault, folder / "model", dim=8)
     app = make_app(vault, model=model, fresh_interval=0.0)
     app.index()
     return app
 
 
-def _lexical_notes(app: Retriever, feedback: Feedback | None) -> tuple[set[str], list[str]]:
-    """The notes of the lexical arm's list for QUERY, and the semantic arm's notes in order."""
+@pytest.fixture
+def stash_app(make_app: AppFactory, tmp_path: Path) -> Retriever:
+    return _vault_app(make_app, tmp_path, NOTES)
+
+
+def _gather(app: Retriever, queries: list[str], feedback: Feedback | None) -> tuple[Arms, dict]:
+    """The arms of ``queries`` (as a search gathers them) and every note's path by id."""
     searcher = app._searcher
     embedder, _ = app.embedder()
     assert embedder is not None
     with app.db.connection() as conn:
         model, _ = searcher.semantic_model(conn, embedder, None)
-        vectors = searcher.query_vectors(embedder, [QUERY])
+        vectors = searcher.query_vectors(embedder, queries)
+        scope = Scope("", {})
         arms = searcher.gather(
-            conn, [QUERY], "hybrid", model, vectors, Scope("", {}), BM25Params(), feedback=feedback
+            conn, queries, "hybrid", model, vectors, scope, BM25Params(), feedback=feedback
         )
         paths = dict(conn.execute("SELECT id, path FROM documents").fetchall())
         conn.rollback()
+    return arms, paths
+
+
+def _lexical_notes(app: Retriever, feedback: Feedback | None) -> tuple[set[str], list[str]]:
+    """The notes of the lexical arm's list for QUERY, and the semantic arm's notes in order."""
+    arms, paths = _gather(app, [QUERY], feedback)
     lexical = {paths[arms.doc_of[c]] for c in arms.lexical[0]}
     semantic = list(dict.fromkeys(paths[arms.doc_of[c]] for c in arms.semantic[0]))
     return lexical, semantic
@@ -153,28 +192,72 @@ def test_feedback_finds_the_note_in_the_vaults_words_that_bm25_alone_misses(
     assert {"Crash recovery.md", "Stash reference.md"} <= fed
 
 
-def test_a_hidden_passage_never_feeds_back(
-    stash_app: Retriever, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Calibration hides a passage from its own query: its words must not come back
-    through feedback (they would find the note by construction). The next nearest
-    passages feed back instead."""
+def _fed_passages(monkeypatch: pytest.MonkeyPatch) -> list[list[frozenset[str]]]:
+    """From now on, the terms of the passages each expansion reads (one entry per call)."""
     from retriever import search
 
-    fed_from: list[list[int]] = []
-    real = search._fed_terms
+    calls: list[list[frozenset[str]]] = []
+    real = search.expanded
 
-    def spy(conn, query, near, lookup):  # type: ignore[no-untyped-def]
-        fed_from.append(list(near))
-        return real(conn, query, near, lookup)
+    def spy(query, passages, idfs):  # type: ignore[no-untyped-def]
+        calls.append([frozenset(p) for p in passages])
+        return real(query, passages, idfs)
 
-    monkeypatch.setattr(search, "_fed_terms", spy)
-    _lexical_notes(stash_app, Feedback())
-    nearest = fed_from.pop()
-    assert len(nearest) == PASSAGES
-    _lexical_notes(stash_app, Feedback(hide=nearest[0]))
-    without = fed_from.pop()
-    assert nearest[0] not in without and without[0] == nearest[1] and len(without) == PASSAGES
+    monkeypatch.setattr(search, "expanded", spy)
+    return calls
+
+
+def test_a_hidden_passage_never_feeds_back(
+    make_app: AppFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calibration hides a passage from its own query: its words must not come back
+    through feedback (they would find the note by construction), not even from another
+    note holding the same passage. A passage two notes share feeds back once."""
+    copied = {**NOTES, "Copy/Crash recovery.md": NOTES["Crash recovery.md"]}
+    app = _vault_app(make_app, tmp_path, copied)
+    calls = _fed_passages(monkeypatch)
+    arms, paths = _gather(app, [QUERY], Feedback())
+    nearest = list(arms.semantic[0])
+    assert {paths[arms.doc_of[c]] for c in nearest[:2]} == {
+        "Crash recovery.md",
+        "Copy/Crash recovery.md",
+    }
+    fed = calls.pop()
+    assert len(fed) == PASSAGES and fed[0] != fed[1]  # the shared passage once
+    _gather(app, [QUERY], Feedback(hide=nearest[0]))
+    without = calls.pop()
+    assert fed[0] not in without and without[0] == fed[1] and len(without) == PASSAGES
+
+
+def test_each_query_of_a_search_gets_its_own_list(stash_app: Retriever) -> None:
+    """Several queries in one search: the ones feedback applies to are expanded, the
+    others (code) keep their plain list, each in its place."""
+    code = "git_stash apply"
+    both, _ = _gather(stash_app, [QUERY, code], Feedback())
+    alone, _ = _gather(stash_app, [QUERY], Feedback())
+    plain, _ = _gather(stash_app, [QUERY, code], None)
+    assert both.feedback and both.lexical == [alone.lexical[0], plain.lexical[1]]
+    assert both.lexical[0] != plain.lexical[0]
+
+
+def test_a_query_without_a_vector_turns_feedback_off_for_the_search(stash_app: Retriever) -> None:
+    """A query of words the model does not know has no vector, so the semantic lists no
+    longer line up with the queries: no query is expanded."""
+    queries = [QUERY, "zzyzx qwfp"]
+    fed, _ = _gather(stash_app, queries, Feedback())
+    plain, _ = _gather(stash_app, queries, None)
+    assert len(fed.semantic) == 1
+    assert not fed.feedback and fed.lexical == plain.lexical
+
+
+def test_feedback_stays_inside_the_searchs_folder(make_app: AppFactory, tmp_path: Path) -> None:
+    notes = {
+        ("kitchen/" + k if k in ("Sourdough.md", "Garden.md") else k): v for k, v in NOTES.items()
+    }
+    app = _vault_app(make_app, tmp_path, notes)
+    result = app.search("water the loaf", fresh=False, feedback="on", folder="kitchen")
+    assert result.hits and result.feedback
+    assert all(h.path.startswith("kitchen/") for h in result.hits)
 
 
 def test_the_policy_decides_per_search_and_auto_leaves_a_static_model_alone(
@@ -194,19 +277,59 @@ def test_the_policy_decides_per_search_and_auto_leaves_a_static_model_alone(
     assert lexical_rank("off") is None
 
 
-def test_calibration_records_whether_searches_use_feedback(
-    make_app: AppFactory, vault_copy: Path, model_dir: Path
+def test_calibration_gathers_as_searches_do_and_records_it(
+    make_app: AppFactory, vault_copy: Path, model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from retriever.calibration_store import summary
+    """With feedback on, calibration expands its pseudo-queries as searches would, each
+    hiding its left-out passage, and keeps the plain lists for the lexical-only row
+    (searches without the model never expand): that row is the same either way."""
+    from retriever.calibration_store import LEXICAL_KEY, load_result, summary
     from retriever.cli import describe_calibration
+    from retriever.search import Searcher
 
+    given: list[Feedback | None] = []
+    real = Searcher.gather
+
+    def spy(self, *args, feedback=None, **kw):  # type: ignore[no-untyped-def]
+        given.append(feedback)
+        return real(self, *args, feedback=feedback, **kw)
+
+    monkeypatch.setattr(Searcher, "gather", spy)
+    lexical_rows = []
     for policy, expected in (("on", True), ("auto", False)):
+        given.clear()
         app = make_app(vault_copy, model=model_dir, query_feedback=policy)
         app.index()
         result = app.calibrate()
         assert result["status"] == "calibrated" and result["feedback"] is expected
         line = describe_calibration(summary(app.calibration()))
         assert ("with query feedback" in line) is expected
+        with app.db.connection() as conn:
+            stored = conn.execute("SELECT pseudo_queries FROM calibrations LIMIT 1").fetchone()
+            lexical = load_result(conn, LEXICAL_KEY)
+            conn.rollback()
+        assert lexical is not None
+        lexical_rows.append((lexical["candidates"], lexical["absence"]))
+        if expected:
+            hides = sorted(q["hide"] for q in stored[0] if q.get("hide") is not None)
+            assert hides and all(f is not None and f.keep_plain for f in given)
+            assert sorted(f.hide for f in given if f is not None and f.hide is not None) == hides
+        else:
+            assert given and all(f is None for f in given)
+    assert lexical_rows[0] == lexical_rows[1]
+
+
+def test_turning_feedback_on_or_off_makes_calibration_due(
+    make_app: AppFactory, vault_copy: Path, model_dir: Path
+) -> None:
+    first = make_app(vault_copy, model=model_dir, query_feedback="on")
+    first.index()
+    assert first.calibrate()["feedback"] is True
+    assert first.calibrate(force=False)["status"] == "current"
+    later = make_app(vault_copy, model=model_dir, query_feedback="off")
+    redone = later.calibrate(force=False)
+    assert redone["status"] == "calibrated" and redone["feedback"] is False
+    assert later.calibrate(force=False)["status"] == "current"
 
 
 def test_an_unknown_feedback_word_is_refused_in_one_line(stash_app: Retriever) -> None:
