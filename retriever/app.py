@@ -24,7 +24,7 @@ from retriever.db import (
     open_database,
 )
 from retriever.embed import Embedder, EmbedderError
-from retriever.feedback import Policy, contextual, contextual_model, wanted
+from retriever.feedback import Policy
 from retriever.index import (
     LOCK_BUSY,
     PIPELINE_CHANGED,
@@ -579,11 +579,7 @@ class Retriever:
             known = None if tier.loaded() else unchanged_model(conn, tier.model, expected)
             if known is None or (tier.name not in complete and store.count_pending(conn, known[0])):
                 return None
-            fed = wanted(self.settings.query_feedback, contextual_model(tier.model))
-            due = calibration_store.needs_calibration(
-                conn, known[1], n_docs, drift=drift, feedback=fed
-            )
-            if due:
+            if calibration_store.needs_calibration(conn, known[1], n_docs, drift=drift):
                 return None
             keys.append((tier.name, known[1]))
         if not keys:
@@ -598,9 +594,8 @@ class Retriever:
             model = store.model_row(conn, embedder.fingerprint) if embedder else None
             key = embedder.fingerprint if (embedder and model) else LEXICAL_KEY
             n_docs = store.count_documents(conn)
-            fed = wanted(self.settings.query_feedback, contextual(embedder)) if model else None
             due = force or calibration_store.needs_calibration(
-                conn, key, n_docs, drift=self.settings.calibrate_drift, feedback=fed
+                conn, key, n_docs, drift=self.settings.calibrate_drift
             )
             if not due:
                 conn.commit()
@@ -618,7 +613,6 @@ class Retriever:
                     absent_coverage=self.settings.absent_coverage,
                     absent_quantile=self.settings.absent_quantile,
                     spare=self.db.spare,
-                    feedback=self.settings.query_feedback,
                 )
         return result
 

@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,6 @@ import psycopg
 from retriever import absence, languages
 from retriever.calibration_store import LEXICAL_KEY, save
 from retriever.embed import Embedder, InvalidVectorError
-from retriever.feedback import Feedback, Policy, contextual, wanted
 from retriever.lexical import (
     BM25Params,
     TermStatsCache,
@@ -239,10 +238,9 @@ def run_arms(
     bm25: BM25Params,
     spare: Spare | None = None,
     titles: TitleIndex | None = None,
-    feedback: Feedback | None = None,
 ) -> list[Arms]:
-    """Every pseudo-query's arms (``titles``: the title index, else looked up;
-    ``feedback``: as searches use it, the left-out passage never feeding back). With
+    """Every pseudo-query's arms (``titles``: the title index, else looked up), without
+    query feedback (see retriever.feedback: pseudo-queries cannot judge it). With
     ``spare`` (a second connection's source), the
     second half runs on it, on ``conn``'s snapshot, while the first half runs on ``conn``:
     the same arms, in most of the time (the server has a core for each). ``conn`` must
@@ -263,18 +261,8 @@ def run_arms(
         for i in part:
             q, v = queries[i], vectors[i]
             vecs = [v] if v is not None else []
-            fed = replace(feedback, hide=q.hide) if feedback is not None else None
             arms = searcher.gather(
-                c,
-                [q.text],
-                mode,
-                model,
-                vecs,
-                scope,
-                bm25,
-                titles=titles,
-                lookup=lookup,
-                feedback=fed,
+                c, [q.text], mode, model, vecs, scope, bm25, titles=titles, lookup=lookup
             )
             out.append(arms.without_chunk(q.hide) if q.hide is not None else arms)
         return out
@@ -538,8 +526,7 @@ def fit_absence(
 
 
 def _lexical_only(arms: Arms) -> Arms:
-    """The arms a search without the model has: plain BM25 (never fed back)."""
-    return Arms(arms.unexpanded or arms.lexical, [], arms.title, arms.doc_of, arms.identifier)
+    return Arms(arms.lexical, [], arms.title, arms.doc_of, arms.identifier)
 
 
 def _summary(chooser: Chooser, pseudo_best: Ranking, ranking: Ranking) -> dict[str, Any]:
@@ -563,7 +550,6 @@ def calibrate(
     absent_coverage: float,
     absent_quantile: float,
     spare: Spare | None = None,
-    feedback: Policy = "auto",
 ) -> dict[str, Any]:
     """Calibrate and store the result for the model (and for lexical-only searches).
     Returns the report; ``status`` is "calibrated" or "too_small". ``spare``: a second
@@ -589,7 +575,6 @@ def calibrate(
         )
     titles = searcher.titles.get(conn).preload(conn)
     vault_languages = languages.present(s.text for n in notes for s in n.sections)
-    fed = model is not None and embedder is not None and wanted(feedback, contextual(embedder))
     arms = run_arms(
         conn,
         searcher,
@@ -599,7 +584,6 @@ def calibrate(
         bm25=bm25,
         spare=spare,
         titles=titles,
-        feedback=Feedback(vault_languages, keep_plain=True) if fed else None,
     )
     walker, prior = searcher.links(conn, Scope("", {}))
     walk = CachedWalk(walker)
@@ -631,8 +615,7 @@ def calibrate(
         results[embedder.fingerprint] = {
             **base,
             "model": embedder.model_id,
-            "feedback": fed,
-            "vault_languages": list(vault_languages),
+            "vault_languages": list(vault_languages),  # for query feedback
             **hybrid,
         }
     seconds = {"total": round(time.perf_counter() - started, 2), "arms": round(gathered, 2)}

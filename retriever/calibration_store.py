@@ -17,7 +17,8 @@ from retriever.absence import AbsenceModel
 from retriever.ranking import Ranking
 
 LEXICAL_KEY = ""  # the row for searches without a semantic arm
-CALIBRATION_VERSION = 9  # bump when the procedure changes: stored results are redone (9: feedback)
+CALIBRATION_VERSION = 9  # bump when the procedure changes: stored results are redone
+# (9: the vault's languages stored for query feedback)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,21 +84,13 @@ def gc(conn: psycopg.Connection) -> int:
     return cur.rowcount
 
 
-def needs_calibration(
-    conn: psycopg.Connection, key: str, n_docs: int, *, drift: float, feedback: bool | None = None
-) -> bool:
+def needs_calibration(conn: psycopg.Connection, key: str, n_docs: int, *, drift: float) -> bool:
     """True when ``key`` has no current calibration, or the vault changed materially
-    (more than ``drift`` of its notes written or removed since) or the procedure did, or
-    (``feedback`` given) it was made with query feedback on where searches now run
-    without it, or the other way round."""
+    (more than ``drift`` of its notes written or removed since) or the procedure did."""
     row = conn.execute(
-        "SELECT version, n_docs, changed_docs, coalesce((result->>'feedback')::boolean, false)"
-        " FROM calibrations WHERE model = %s",
-        (key,),
+        "SELECT version, n_docs, changed_docs FROM calibrations WHERE model = %s", (key,)
     ).fetchone()
     if row is None or int(row[0]) != CALIBRATION_VERSION:
-        return True
-    if feedback is not None and bool(row[3]) != feedback:
         return True
     return int(row[2]) > drift * max(int(row[1]), n_docs, 1)
 
@@ -166,7 +159,6 @@ def summary(result: dict[str, Any] | None) -> dict[str, Any]:
         "state": "calibrated",
         "ranking": result.get("label"),
         "ranking_source": result.get("ranking_source"),
-        "feedback": bool(result.get("feedback")),
         "model": result.get("model"),
         "ndcg_report": result.get("ndcg_report"),
         "queries": result.get("queries"),

@@ -359,8 +359,7 @@ def describe_calibration(c: dict[str, Any]) -> str:
         return f"default ({c.get('reason')})"
     chosen = not str(c.get("ranking_source") or "").startswith("default")
     head = "calibrated" if chosen else "default (too few pseudo-queries), absence calibrated"
-    fed = " with query feedback" if c.get("feedback") else ""
-    line = f"{head}: {c['ranking']}{fed}, pseudo-query nDCG@10 {c['ndcg_report']:.3f}"
+    line = f"{head}: {c['ranking']}, pseudo-query nDCG@10 {c['ndcg_report']:.3f}"
     rates = c.get("absence_report")
     if rates:
         line += (

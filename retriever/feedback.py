@@ -7,16 +7,19 @@ are usually on topic. Their most distinctive terms (term frequency times IDF, th
 query's own terms left out) join the query at a lower weight, and BM25 runs on that
 (pseudo-relevance feedback, as in RM3, fed by the semantic arm).
 
+Calibration does not use it: it chooses the fusion on the plain arms, and searches then
+expand. Pseudo-queries cannot judge feedback: they keep the note's own words, which
+feedback dilutes (on Dendron they score 0.02-0.03 nDCG@10 lower with it, with either
+model), and calibrated on expanded arms they choose a semantic weight that real questions
+pay for (Dendron with MiniLM 0.518 against 0.550 calibrated on the plain arms).
+
 Measured on the development sets with all-MiniLM-L6-v2 through Ollama (calibrated
-nDCG@10, recalibrated with feedback): Dendron 0.498 -> 0.547 (paraphrase Hit@1 0.22 ->
-0.50), the test vault 0.909 -> 0.924, Cranfield 0.415 -> 0.429, CISI 0.470 -> 0.472.
+nDCG@10 without and with feedback): Dendron 0.498 -> 0.550 (paraphrase Hit@1 0.22 ->
+0.44), the test vault 0.909 -> 0.924, Cranfield 0.415 -> 0.433, CISI 0.470 -> 0.481.
 With the static m2v-minilm-256 it loses on all four (Dendron -0.006, the test vault
 -0.064, Cranfield -0.003, CISI -0.020): a static model's nearest passages share the
 question's words more than its meaning, so feedback only repeats and dilutes them.
 Hence ``auto`` uses it with contextual models only.
-Pseudo-queries cannot choose it: they keep the note's own words, which feedback dilutes.
-On Dendron they score 0.02-0.03 nDCG@10 lower with it with either model (headings and
-spans lose; titles and anchors barely move), while real questions gain with MiniLM.
 """
 
 from __future__ import annotations
@@ -52,12 +55,9 @@ _CODE = re.compile(
 @dataclass(frozen=True, slots=True)
 class Feedback:
     """Feedback for one search: ``languages`` are the vault's (a query in another
-    language is left alone: the model's neighbours of a translation are a guess);
-    ``hide`` is a passage that must not feed back (calibration's left-out passage)."""
+    language is left alone: the model's neighbours of a translation are a guess)."""
 
     languages: tuple[str, ...] = ()
-    hide: int | None = None
-    keep_plain: bool = False  # also run the plain query (see Arms.unexpanded)
 
     def applies(self, query: str) -> bool:
         """Whether ``query`` gets feedback: not code, and in the vault's language."""
@@ -71,12 +71,6 @@ def contextual(embedder: object) -> bool:
     """Whether ``embedder`` reads words in context (an attribute of the embedder classes;
     one that does not say is taken as static)."""
     return bool(getattr(embedder, "contextual", False))
-
-
-def contextual_model(model: str) -> bool:
-    """``contextual`` for the embedder ``RETRIEVER_EMBED_MODEL=model`` builds, without
-    loading it (``ollama:<name>`` is Ollama, anything else Model2Vec)."""
-    return model.startswith("ollama:")
 
 
 def wanted(policy: Policy, is_contextual: bool) -> bool:

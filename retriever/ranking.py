@@ -105,9 +105,6 @@ class Arms:
     doc_of: dict[int, int] = field(default_factory=dict)  # chunk -> doc, every chunk above
     identifier: bool = False  # the query looks like code: lexical leans in
     feedback: bool = False  # a lexical list ran on a query expanded by feedback
-    # With feedback, each query's plain BM25 list too, when asked for (calibration's
-    # lexical-only row: searches without a model never expand).
-    unexpanded: list[dict[int, float]] = field(default_factory=list)
     # The lists on linear fusion's scale ("lexical", "semantic"), made on first use and
     # shared by copies: calibration fuses one query's arms with dozens of rankings.
     normalised: dict[str, list[dict[int, float]]] = field(
@@ -130,7 +127,6 @@ class Arms:
             dict(self.doc_of),
             self.identifier,
             self.feedback,
-            self.unexpanded,
             self.normalised,
         )
 
@@ -151,7 +147,6 @@ class Arms:
             doc_of={c: d for c, d in self.doc_of.items() if keep(c)},
             identifier=self.identifier,
             feedback=self.feedback,
-            unexpanded=[{c: s for c, s in r.items() if keep(c)} for r in self.unexpanded],
         )
 
 

@@ -502,19 +502,16 @@ class Searcher:
         if lexical and semantic and spare is not None:
             beside = run_beside(self._workers, conn, spare, others)
         lex_docs: dict[int, int] = {}
-        keep = feedback is not None and feedback.keep_plain and any(fed)
         if lexical:  # the queries with feedback wait for the semantic arm
-            plain = [q for q, f in zip(queries, fed, strict=True) if keep or not f]
+            plain = [q for q, f in zip(queries, fed, strict=True) if not f]
             lists = iter(_bm25_lists(conn, plain, scope, bm25, lex_docs, lookup))
-            arms.lexical = [{} if f and not keep else next(lists) for f in fed]
-            arms.unexpanded = list(arms.lexical) if keep else []
+            arms.lexical = [{} if f else next(lists) for f in fed]
         found = beside.result() if beside is not None else None
         arms.title, arms.semantic = found if found is not None else others(conn)
-        hide = feedback.hide if feedback is not None else None
         for i, query in enumerate(queries):
             if fed[i]:
                 plain_terms = query_terms(query)
-                terms = _fed_terms(conn, plain_terms, list(arms.semantic[i]), hide, lookup)
+                terms = _fed_terms(conn, plain_terms, list(arms.semantic[i]), lookup)
                 arms.feedback = arms.feedback or len(terms) > len(plain_terms)
                 arms.lexical[i] = _bm25(conn, terms, scope, bm25, lex_docs, lookup)
         arms.doc_of = {**lex_docs, **near_docs}  # both arms return their chunks' notes
@@ -723,22 +720,19 @@ def _fed_terms(
     conn: psycopg.Connection,
     query: Mapping[str, int],
     ranked: list[int],
-    hide: int | None,
     lookup: StatsLookup | None,
 ) -> Mapping[str, float]:
     """``query`` expanded with the terms of the first PASSAGES distinct passages of
-    ``ranked`` (chunk ids, best first): a passage two notes share counts once, and the
-    passage of chunk ``hide`` (wherever it is repeated) never feeds back."""
-    wanted = ranked[: PASSAGES * 4] + ([hide] if hide is not None else [])
+    ``ranked`` (chunk ids, best first): a passage two notes share counts once."""
     if not ranked:
         return query
     rows = conn.execute(
         "SELECT c.id, c.passage_hash, p.text FROM chunks c"
         " JOIN passages p ON p.hash = c.passage_hash WHERE c.id = ANY(%s)",
-        (wanted,),
+        (ranked[: PASSAGES * 4],),
     ).fetchall()
     found = {int(cid): (bytes(h), str(text)) for cid, h, text in rows}
-    seen = {found[hide][0]} if hide is not None and hide in found else set()
+    seen: set[bytes] = set()
     texts: list[str] = []
     for cid in ranked[: PASSAGES * 4]:
         if cid in found and found[cid][0] not in seen and len(texts) < PASSAGES:
