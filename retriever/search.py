@@ -488,6 +488,7 @@ class Searcher:
             and semantic
             and len(qvecs or ()) == len(queries)
             and feedback.applies(q)
+            and bool(query_terms(q))  # only stopwords: nothing for feedback to add to
             for q in queries
         ]
 
@@ -722,23 +723,22 @@ def _fed_terms(
     ranked: list[int],
     lookup: StatsLookup | None,
 ) -> Mapping[str, float]:
-    """``query`` expanded with the terms of the first PASSAGES distinct passages of
-    ``ranked`` (chunk ids, best first): a passage two notes share counts once."""
+    """``query`` expanded with the most distinctive terms of the first PASSAGES distinct
+    passages of ``ranked`` (chunk ids, best first): a passage several notes share (a
+    template, a copied paragraph) counts once."""
     if not ranked:
         return query
     rows = conn.execute(
-        "SELECT c.id, c.passage_hash, p.text FROM chunks c"
-        " JOIN passages p ON p.hash = c.passage_hash WHERE c.id = ANY(%s)",
-        (ranked[: PASSAGES * 4],),
+        """
+        SELECT p.text FROM (
+            SELECT c.passage_hash AS hash, min(array_position(%(ranked)s::int[], c.id)) AS pos
+            FROM chunks c WHERE c.id = ANY(%(ranked)s)
+            GROUP BY c.passage_hash ORDER BY pos LIMIT %(n)s
+        ) f JOIN passages p ON p.hash = f.hash ORDER BY f.pos
+        """,
+        {"ranked": ranked, "n": PASSAGES},
     ).fetchall()
-    found = {int(cid): (bytes(h), str(text)) for cid, h, text in rows}
-    seen: set[bytes] = set()
-    texts: list[str] = []
-    for cid in ranked[: PASSAGES * 4]:
-        if cid in found and found[cid][0] not in seen and len(texts) < PASSAGES:
-            seen.add(found[cid][0])
-            texts.append(found[cid][1])
-    passages = [query_terms(text) for text in texts]
+    passages = [query_terms(str(row[0])) for row in rows]
     idfs, _ = term_idf(conn, sorted(set().union(*passages)), lookup)
     return expanded(query, passages, idfs)
 

@@ -152,15 +152,20 @@ def stash_app(make_app: AppFactory, tmp_path: Path) -> Retriever:
     return _vault_app(make_app, tmp_path, NOTES)
 
 
-def _gather(app: Retriever, queries: list[str], feedback: Feedback | None) -> tuple[Arms, dict]:
-    """The arms of ``queries`` (as a search gathers them) and every note's path by id."""
+def _gather(
+    app: Retriever, queries: list[str], feedback: Feedback | None, folder: str | None = None
+) -> tuple[Arms, dict]:
+    """The arms of ``queries`` (as a search gathers them, within ``folder``) and every
+    note's path by id."""
+    from retriever.doc_filter import DocFilter
+
     searcher = app._searcher
     embedder, _ = app.embedder()
     assert embedder is not None
     with app.db.connection() as conn:
         model, _ = searcher.semantic_model(conn, embedder, None)
         vectors = searcher.query_vectors(embedder, queries)
-        scope = Scope("", {})
+        scope = Scope(*DocFilter.of(folder=folder).sql())
         arms = searcher.gather(
             conn, queries, "hybrid", model, vectors, scope, BM25Params(), feedback=feedback
         )
@@ -208,17 +213,15 @@ def _fed_passages(monkeypatch: pytest.MonkeyPatch) -> list[list[frozenset[str]]]
 def test_a_passage_two_notes_share_feeds_back_once(
     make_app: AppFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A copied note ranks its copy of the passage right beside the original: feedback
-    reads the next distinct passage instead of the same words twice."""
-    copied = {**NOTES, "Copy/Crash recovery.md": NOTES["Crash recovery.md"]}
+    """Copies of a note (a template, a pasted paragraph) rank their shared passage ten
+    times in a row: feedback reads it once, then the next distinct passage."""
+    copies = {f"Copy {i}/Crash recovery.md": NOTES["Crash recovery.md"] for i in range(9)}
+    copied = {**NOTES, **copies}
     app = _vault_app(make_app, tmp_path, copied)
     calls = _fed_passages(monkeypatch)
     arms, paths = _gather(app, [QUERY], Feedback())
     nearest = list(arms.semantic[0])
-    assert {paths[arms.doc_of[c]] for c in nearest[:2]} == {
-        "Crash recovery.md",
-        "Copy/Crash recovery.md",
-    }
+    assert {paths[arms.doc_of[c]] for c in nearest[:10]} == {"Crash recovery.md", *copies}
     fed = calls.pop()
     assert len(fed) == PASSAGES and fed[0] != fed[1]
 
@@ -244,14 +247,30 @@ def test_a_query_without_a_vector_turns_feedback_off_for_the_search(stash_app: R
     assert not fed.feedback and fed.lexical == plain.lexical
 
 
-def test_feedback_stays_inside_the_searchs_folder(make_app: AppFactory, tmp_path: Path) -> None:
-    notes = {
-        ("kitchen/" + k if k in ("Sourdough.md", "Garden.md") else k): v for k, v in NOTES.items()
-    }
+def test_feedback_reads_only_passages_inside_the_searchs_folder(
+    make_app: AppFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kitchen = ("Sourdough.md", "Garden.md")
+    notes = {("kitchen/" + k if k in kitchen else k): v for k, v in NOTES.items()}
     app = _vault_app(make_app, tmp_path, notes)
+    calls = _fed_passages(monkeypatch)
     result = app.search("water the loaf", fresh=False, feedback="on", folder="kitchen")
     assert result.hits and result.feedback
     assert all(h.path.startswith("kitchen/") for h in result.hits)
+    read = set().union(*calls.pop())
+    assert {"flour", "tomato"} & read  # the kitchen's words (stemmed as BM25 stems them)
+    assert not {"stash", "tram", "chain", "editor"} & read  # nothing from outside it
+    arms, paths = _gather(app, ["water the loaf in the hills"], Feedback(), folder="kitchen")
+    assert arms.feedback and arms.lexical[0]
+    assert all(paths[arms.doc_of[c]].startswith("kitchen/") for c in arms.lexical[0])
+
+
+def test_a_query_of_stopwords_only_is_not_expanded(stash_app: Retriever) -> None:
+    """With no term of its own, an expanded query would be nothing but the nearest
+    passages' words: BM25 would only echo the semantic arm."""
+    arms, _ = _gather(stash_app, ["what is this about"], Feedback())
+    plain, _ = _gather(stash_app, ["what is this about"], None)
+    assert not arms.feedback and arms.lexical == plain.lexical == [{}]
 
 
 def test_the_policy_decides_per_search_and_auto_leaves_a_static_model_alone(
@@ -271,7 +290,7 @@ def test_the_policy_decides_per_search_and_auto_leaves_a_static_model_alone(
     assert lexical_rank("off") is None
 
 
-def test_calibration_chooses_on_the_plain_arms_whatever_the_policy(
+def test_calibration_chooses_on_the_plain_arms_even_when_searches_expand(
     make_app: AppFactory, vault_copy: Path, model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Pseudo-queries cannot judge feedback, so calibration never expands them, even
