@@ -323,3 +323,18 @@ def test_an_unknown_feedback_word_is_refused_in_one_line(stash_app: Retriever) -
 
     with pytest.raises(SearchInputError, match="feedback must be one of auto, on, off"):
         stash_app.search(QUERY, fresh=False, feedback="sometimes")  # type: ignore[arg-type]
+
+
+def test_feedback_that_adds_no_word_is_not_reported(make_app: AppFactory, tmp_path: Path) -> None:
+    """The nearest passages hold only the query's own words: nothing is added, BM25 runs
+    on the query as it was, and the search does not claim feedback."""
+    notes = {
+        "Loaf.md": "the sourdough loaf, and a sourdough loaf\n",
+        "Loaves.md": "a loaf of sourdough, the loaf of sourdough\n",
+        **{k: v for k, v in NOTES.items() if k != "Sourdough.md"},
+    }
+    app = _vault_app(make_app, tmp_path, notes)
+    arms, paths = _gather(app, ["sourdough loaf"], Feedback())
+    plain, _ = _gather(app, ["sourdough loaf"], None)
+    assert {paths[arms.doc_of[c]] for c in list(arms.semantic[0])[:2]} == {"Loaf.md", "Loaves.md"}
+    assert not arms.feedback and arms.lexical == plain.lexical
