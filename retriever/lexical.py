@@ -345,6 +345,14 @@ class TermStatsCache:
         return TermStats(corpus[0], corpus[1], found, corpus[2])
 
 
+def term_stats(
+    conn: psycopg.Connection, terms: Sequence[str], lookup: StatsLookup | None = None
+) -> TermStats:
+    """The corpus statistics and ``terms``' ids and dfs (``lookup``: where they come
+    from, else read)."""
+    return (lookup or _stats)(conn, terms)
+
+
 def term_idf(
     conn: psycopg.Connection, terms: Sequence[str], lookup: StatsLookup | None = None
 ) -> tuple[dict[str, float], float]:

@@ -41,6 +41,7 @@ from retriever.feedback import (
     Policy,
     contextual,
     expanded,
+    too_common,
     wanted,
 )
 from retriever.graph import LinkGraph, random_walk_scores
@@ -49,9 +50,11 @@ from retriever.lexical import (
     StatsLookup,
     TermStatsCache,
     bm25_search,
+    idf,
     named_words,
     query_terms,
     term_idf,
+    term_stats,
 )
 from retriever.query_input import (
     MODES,
@@ -739,8 +742,10 @@ def _fed_terms(
         {"ranked": ranked, "n": PASSAGES},
     ).fetchall()
     passages = [query_terms(str(row[0])) for row in rows]
-    idfs, _ = term_idf(conn, sorted(set().union(*passages)), lookup)
-    return expanded(query, passages, idfs)
+    stats = term_stats(conn, sorted(set().union(*passages)), lookup)
+    idfs = {t: idf(stats.n, df) for t, (_, df) in stats.found.items()}
+    common = {t for t, (_, df) in stats.found.items() if too_common(df, stats.n)}
+    return expanded(query, passages, idfs, skip=common)
 
 
 def _cosine_lists(

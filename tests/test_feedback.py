@@ -202,9 +202,9 @@ def _fed_passages(monkeypatch: pytest.MonkeyPatch) -> list[list[frozenset[str]]]
     calls: list[list[frozenset[str]]] = []
     real = search.expanded
 
-    def spy(query, passages, idfs):  # type: ignore[no-untyped-def]
+    def spy(query, passages, idfs, **kw):  # type: ignore[no-untyped-def]
         calls.append([frozenset(p) for p in passages])
-        return real(query, passages, idfs)
+        return real(query, passages, idfs, **kw)
 
     monkeypatch.setattr(search, "expanded", spy)
     return calls
@@ -338,3 +338,14 @@ def test_feedback_that_adds_no_word_is_not_reported(make_app: AppFactory, tmp_pa
     plain, _ = _gather(app, ["sourdough loaf"], None)
     assert {paths[arms.doc_of[c]] for c in list(arms.semantic[0])[:2]} == {"Loaf.md", "Loaves.md"}
     assert not arms.feedback and arms.lexical == plain.lexical
+
+
+def test_words_in_more_than_a_twentieth_of_a_large_vaults_passages_are_not_added() -> None:
+    from retriever.feedback import too_common
+
+    assert too_common(501, 10_000) and not too_common(500, 10_000)
+    assert not too_common(50, 60)  # a small vault keeps its words
+    out = expanded(
+        {"crash": 1}, [{"stash": 2, "note": 5}], {"stash": 2.0, "note": 1.0}, skip={"note"}
+    )
+    assert out == {"crash": 1.0, "stash": 0.5}
