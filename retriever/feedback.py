@@ -11,11 +11,12 @@ Calibration does not use it: it chooses the fusion on the plain arms, and search
 expand. Pseudo-queries cannot judge feedback: they keep the note's own words, which
 feedback dilutes (on Dendron they score 0.02-0.03 nDCG@10 lower with it, with either
 model), and calibrated on expanded arms they choose a semantic weight that real questions
-pay for (Dendron with MiniLM 0.518 against 0.550 calibrated on the plain arms).
+pay for (Dendron with MiniLM 0.518 against 0.550 calibrated on the plain arms, before
+COMMON_SHARE).
 
 Measured on the development sets with all-MiniLM-L6-v2 through Ollama (calibrated
-nDCG@10 without and with feedback): Dendron 0.498 -> 0.550 (paraphrase Hit@1 0.22 ->
-0.44), the test vault 0.909 -> 0.924, Cranfield 0.414 -> 0.433, CISI 0.470 -> 0.481.
+nDCG@10 without and with feedback): Dendron 0.498 -> 0.559 (paraphrase Hit@1 0.22 ->
+0.44), the test vault 0.909 -> 0.924, Cranfield 0.414 -> 0.432, CISI 0.470 -> 0.480.
 With the static m2v-minilm-256 it loses on all four (Dendron -0.006, the test vault
 -0.063, Cranfield -0.002, CISI -0.023): a static model's nearest passages share the
 question's words more than its meaning, so feedback only repeats and dilutes them.
