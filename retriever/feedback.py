@@ -37,7 +37,8 @@ POLICIES: tuple[Policy, ...] = ("auto", "on", "off")
 
 PASSAGES = 2  # nearest passages read (2-3 gain on every set; 5 gains less)
 TERMS = 10  # terms added (5-20 gain on every set)
-WEIGHT = 0.5  # the best added term's weight, relative to a query term (0.3, 0.5 gain; 1 loses on CISI)
+# The best added term's weight, relative to a query term (0.3 and 0.5 gain; 1 loses on CISI).
+WEIGHT = 0.5
 # Words in more than one passage in twenty (and in more than COMMON_FLOOR passages, so a
 # small vault keeps its words) are not added: they say little about a topic, and their
 # postings are what an expanded query costs. MiniLM, nDCG@10 against no limit: Dendron
