@@ -358,7 +358,7 @@ def term_idf(
 ) -> tuple[dict[str, float], float]:
     """(IDF over passages of each known term, the IDF of a term no passage holds);
     ``lookup``: where the statistics come from (a TermStatsCache's), else read."""
-    stats = (lookup or _stats)(conn, terms)
+    stats = term_stats(conn, terms, lookup)
     return {t: idf(stats.n, float(df)) for t, (_, df) in stats.found.items()}, idf(stats.n, 0.0)
 
 

@@ -485,14 +485,16 @@ class Searcher:
         semantic = mode in ("hybrid", "semantic") and model is not None and bool(qvecs)
         index = (titles if titles is not None else self.titles.get(conn)) if lexical else None
         # Feedback needs each query's own semantic list: not when a query had no vector.
+        # A query of stopwords only has no term for feedback to add to.
+        own = [query_terms(q) for q in queries] if feedback is not None else []
         fed = [
             feedback is not None
             and lexical
             and semantic
             and len(qvecs or ()) == len(queries)
             and feedback.applies(q)
-            and bool(query_terms(q))  # only stopwords: nothing for feedback to add to
-            for q in queries
+            and bool(own[i])
+            for i, q in enumerate(queries)
         ]
 
         near_docs: dict[int, int] = {}  # the semantic arm's chunks' notes (its own thread)
@@ -512,12 +514,10 @@ class Searcher:
             arms.lexical = [{} if f else next(lists) for f in fed]
         found = beside.result() if beside is not None else None
         arms.title, arms.semantic = found if found is not None else others(conn)
-        for i, query in enumerate(queries):
-            if fed[i]:
-                plain_terms = query_terms(query)
-                terms = _fed_terms(conn, plain_terms, list(arms.semantic[i]), lookup)
-                arms.feedback = arms.feedback or len(terms) > len(plain_terms)
-                arms.lexical[i] = _bm25(conn, terms, scope, bm25, lex_docs, lookup)
+        for i in (i for i, f in enumerate(fed) if f):
+            terms = _fed_terms(conn, own[i], list(arms.semantic[i]), lookup)
+            arms.feedback = arms.feedback or len(terms) > len(own[i])
+            arms.lexical[i] = _bm25(conn, terms, scope, bm25, lex_docs, lookup)
         arms.doc_of = {**lex_docs, **near_docs}  # both arms return their chunks' notes
         return arms
 
