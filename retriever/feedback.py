@@ -17,8 +17,8 @@ COMMON_SHARE).
 Measured on the development sets with all-MiniLM-L6-v2 through Ollama (calibrated
 nDCG@10 without and with feedback): Dendron 0.498 -> 0.559 (paraphrase Hit@1 0.22 ->
 0.44), the test vault 0.909 -> 0.924, Cranfield 0.414 -> 0.432, CISI 0.470 -> 0.480.
-With the static m2v-minilm-256 it loses on all four (Dendron -0.006, the test vault
--0.063, Cranfield -0.002, CISI -0.023): a static model's nearest passages share the
+With the static m2v-minilm-256 it loses on three of the four (Dendron -0.014, the test
+vault -0.063, CISI -0.023; Cranfield +0.001): a static model's nearest passages share the
 question's words more than its meaning, so feedback only repeats and dilutes them.
 Hence ``auto`` uses it with contextual models only.
 """
