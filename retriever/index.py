@@ -42,7 +42,12 @@ from retriever.encode import Encoded, Rows, encode_batch
 from retriever.lexical import NORMALISER_VERSION
 from retriever.lifeline import bind_to_owner, start_fork_server
 from retriever.links import LinkResolver, lookups
-from retriever.planner_stats import NOTE_TABLES, analyze_vectors, keep_statistics
+from retriever.planner_stats import (
+    NOTE_TABLES,
+    analyze_vectors,
+    flush_gin_pending,
+    keep_statistics,
+)
 from retriever.prepare import (
     PreparedDoc,
     PrepareJob,
@@ -498,6 +503,7 @@ def _apply(run: _Run, conn: psycopg.Connection, plan: _Plan) -> list[str]:
         conn.commit()
     elif (written or plan.deleted) and not run.halt.is_set():
         changed = report.chunks_added + report.chunks_removed
+        flush_gin_pending(conn)
         keep_statistics(conn, "chunks", changed, NOTE_TABLES)
     run.lap("links")
     if len(written) >= PARALLEL_THRESHOLD:  # a big run; a small one has little to hand back

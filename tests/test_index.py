@@ -1426,6 +1426,49 @@ def test_statistics_that_cannot_be_gathered_never_fail_the_run(
     assert scalar(db_url, "SELECT count(*) FROM links WHERE resolved IS NOT NULL") > 0
 
 
+def test_an_index_run_leaves_nothing_in_the_gin_pending_lists(
+    make_app, vault_copy: Path, db_url: str
+) -> None:
+    """Rows written after a GIN index's build wait in its pending list, which every scan of
+    the index reads in full: a run below the bulk threshold (the first index of this
+    vault, then an edit, a new note and a deletion) moves them into the index's tree.
+    ``gin_clean_pending_list`` returns the pages it had to move: none."""
+    flush = (
+        "SELECT gin_clean_pending_list('chunks_terms_gin'),"
+        " gin_clean_pending_list('documents_tags_gin')"
+    )
+    app = make_app(vault_copy)
+    assert app.index().files_changed > 0
+    assert query(db_url, flush) == [(0, 0)]
+    home = vault_copy / "Home.md"
+    home.write_text(home.read_text("utf-8") + "\nAn added line about kiwis.\n", "utf-8")
+    (vault_copy / "new-note.md").write_text("---\ntags: [fresh]\n---\n# New\n\nMangoes.\n")
+    assert app.index().files_changed == 2
+    assert query(db_url, flush) == [(0, 0)]
+    (vault_copy / "new-note.md").unlink()
+    assert app.index().files_deleted == 1
+    assert query(db_url, flush) == [(0, 0)]
+
+
+def test_a_pending_list_that_cannot_be_flushed_never_fails_the_run(
+    make_app,
+    vault_copy: Path,
+    db_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A role that does not own the index may not flush it: a warning, the notes kept
+    (autovacuum flushes it later)."""
+    from retriever import planner_stats
+
+    monkeypatch.setattr(planner_stats, "GIN_INDEXES", ("no_such_index",))
+    with caplog.at_level(logging.WARNING, logger="retriever.index"):
+        report = make_app(vault_copy).index()
+    assert report.errors == [] and report.files_changed > 0
+    assert "could not flush the GIN indexes' pending lists" in caplog.text
+    assert scalar(db_url, "SELECT count(*) FROM documents") == report.files_changed
+
+
 def test_a_prepared_semantic_search_still_walks_the_hnsw_index(
     make_app, vault_copy: Path, model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
