@@ -6,6 +6,8 @@ Exit codes: 0 ok, 1 degraded (e.g. lexical only, vectors pending), 2 failed.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import logging
 import sys
@@ -980,9 +982,52 @@ def _exit_on_signals() -> None:
             pass
 
 
+@functools.cache
+def command() -> Any:
+    """The click command behind the CLI, built once: Typer rebuilds it on every call,
+    which costs more than most searches (the resident service runs many)."""
+    return typer.main.get_command(app)
+
+
+def run(argv: list[str]) -> int:
+    """Run one command line and return its exit code. A usage error (an unknown command
+    or option, a bad value, a missing argument) fails like any other bad input: one
+    line on stderr, ``{"ok": false, "error": ...}`` on stdout with --json, exit 2."""
+    try:
+        code = command().main(args=argv, prog_name="retriever", standalone_mode=False)
+    except typer.Abort:
+        err.print("Aborted.")
+        return EXIT_FAILED
+    except Exception as exc:
+        if not _command_line_error(exc):
+            raise
+        return _usage_failed(exc, argv)
+    return code if isinstance(code, int) else EXIT_OK
+
+
+def _command_line_error(exc: Exception) -> bool:
+    """Typer's errors about the command line. Since Typer 0.26 they are its vendored
+    click's exceptions, whose base class it does not export (only BadParameter, Exit and
+    Abort): known by name, which both clicks share."""
+    return any(kind.__name__ == "ClickException" for kind in type(exc).__mro__)
+
+
+def _usage_failed(exc: Any, argv: list[str]) -> int:
+    if type(exc).__name__ == "NoArgsIsHelpError":  # `retriever`, `retriever db`: the help
+        from typer import rich_utils
+
+        rich_utils.rich_format_error(exc)
+        return int(exc.exit_code)
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    with contextlib.suppress(typer.Exit):
+        _fail(str(exc.format_message()) + hint, "--json" in argv)
+    return EXIT_FAILED
+
+
 def main() -> None:
     _exit_on_signals()
-    app()
+    sys.exit(run(sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import io
 import json
 import logging
@@ -224,20 +223,11 @@ def run_command(request: dict[str, Any], send: Callable[[dict[str, Any]], None])
         _stdin.reset(stdin_token)
 
 
-@functools.cache
-def _cli_command() -> Any:
-    """The click command behind the CLI, built once: Typer rebuilds it on every call,
-    which costs more than most searches."""
-    import typer
-
-    from retriever.cli import app
-
-    return typer.main.get_command(app)
-
-
 def _invoke_cli(argv: list[str]) -> int:
+    from retriever.cli import run
+
     try:
-        _cli_command().main(args=argv, prog_name="retriever", standalone_mode=True)
+        return run(argv)
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
             return exc.code or 0
@@ -247,7 +237,6 @@ def _invoke_cli(argv: list[str]) -> int:
         log.exception("command failed: %s", argv)
         sys.stderr.write(f"retriever: internal error: {type(exc).__name__}: {exc}\n")
         return 2
-    return 0
 
 
 # ------------------------------------------------------------------------ lifecycle
@@ -350,7 +339,9 @@ def serve(
         if not mine:
             return False
         _rotate_log(home)
-        _cli_command()  # built now, not during the first request
+        from retriever.cli import command
+
+        command()  # built now, not during the first request
         threading.Thread(target=_prewarm, daemon=True).start()
 
         server = _bind(Path(socket_path(home)))

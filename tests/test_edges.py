@@ -89,6 +89,45 @@ def test_cli_punctuation_query_fails_with_one_line(
     assert "no searchable terms" in data["error"]
 
 
+# A bad command line, as an agent might write it: the message Typer would put in a box.
+BAD_COMMAND_LINES = [
+    (["search", "x", "--fusion", "bogus"], "Invalid value for '--fusion'", "retriever search"),
+    (["search", "x", "--budget", "abc"], "Invalid value for '--budget'", "retriever search"),
+    (["search", "x", "--nope"], "No such option: --nope", "retriever search"),
+    (["search"], "Missing argument", "retriever search"),
+    (["serch", "x"], "No such command 'serch'", "retriever"),
+    (["db", "frobnicate"], "No such command 'frobnicate'", "retriever db"),
+]
+
+
+@pytest.mark.parametrize(("args", "said", "where"), BAD_COMMAND_LINES)
+def test_a_bad_command_line_is_one_line_and_exit_2(
+    tmp_path: Path, args: list[str], said: str, where: str
+) -> None:
+    """Like every other bad input: one line on stderr naming the problem and where help
+    is, nothing on stdout; with --json the error object on stdout instead. Nothing is
+    started for it (no database: the URL points nowhere)."""
+    env = _cli_env("postgresql://nobody@127.0.0.1:1/none", tmp_path)
+    plain = _run(args, env)
+    assert plain.returncode == 2 and plain.stdout == ""
+    line = plain.stderr.strip()
+    assert len(line.splitlines()) == 1 and said in line, plain.stderr
+    assert f"(see '{where} --help')" in line and "Traceback" not in line
+    as_json = _run([*args, "--json"], env)
+    data = json.loads(as_json.stdout)
+    assert as_json.returncode == 2 and as_json.stderr == ""
+    assert data["ok"] is False and said in data["error"] and data["via"] == "process"
+
+
+def test_a_bare_command_still_shows_its_help(tmp_path: Path) -> None:
+    """`retriever` or `retriever db` alone is a question, not a typo: the help, on stdout
+    (exit 2, as before)."""
+    env = _cli_env("postgresql://nobody@127.0.0.1:1/none", tmp_path)
+    for args, shown in (([], "Commands"), (["db"], "upgrade")):
+        done = _run(args, env)
+        assert done.returncode == 2 and shown in done.stdout and done.stderr == ""
+
+
 def test_mcp_punctuation_query_is_a_clean_tool_error(make_app, small_vault: Path) -> None:
     import asyncio
 

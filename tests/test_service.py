@@ -122,6 +122,22 @@ def test_the_client_brings_its_folder_and_its_settings(served: dict) -> None:
     assert status["vault"] == str(vault.resolve())
 
 
+def test_a_bad_command_line_answered_by_the_service_is_one_line(served: dict) -> None:
+    """The service parses the command line as the local run does: one line on stderr,
+    or the error object with --json, exit 2; and it keeps serving."""
+    env = served["env"]
+    plain = _run(env, "search", "backups", "--budget", "abc", ok=(2,))
+    assert plain.stdout == ""
+    [line] = plain.stderr.strip().splitlines()
+    assert line.startswith("✗ Invalid value for '--budget'")
+    assert line.endswith("(see 'retriever search --help')")
+    as_json = _run(env, "search", "backups", "--fusion", "bogus", "--json", ok=(2,))
+    data = json.loads(as_json.stdout)
+    assert as_json.returncode == 2 and data["ok"] is False and data["via"] == "service"
+    assert "Invalid value for '--fusion'" in data["error"]
+    assert _json(env, "search", "--vault", str(served["vault"]), "backups")["hits"]
+
+
 def test_a_hook_reads_its_event_through_the_service(served: dict) -> None:
     event = {"prompt": "how are the database backups configured?", "session_id": "s1"}
     done = _run(
