@@ -833,7 +833,11 @@ def serve(
             log.warning("--token applies to HTTP only; stdio is private to the client process")
         # Warm up first: model loading overlaps the FastMCP import and the handshake.
         warmup = Warmup(app).start()
-        build_server(app, warmup=warmup).run(transport="stdio", show_banner=False)
+        import anyio
+
+        from retriever.mcp_stdio import serve_stdio
+
+        anyio.run(serve_stdio, build_server(app, warmup=warmup))  # answers every line
         return
     check_bind(host)
     if not is_loopback(host) and not token:
