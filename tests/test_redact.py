@@ -581,6 +581,19 @@ CASES: dict[str, Case] = {
     "wifi_psk_env": Case("password", "PSK={s}", password),
     "bold_label_french_spacing": Case("password", "**Mot de passe** : {s}", prose_password),
     "bold_label_space_colon": Case("password", "**Password** : {s}", prose_password),
+    "underscore_bold_label_space_colon": Case("password", "__Password__ : {s}", prose_password),
+    "underscore_italic_label_space_colon": Case("password", "_Mot de passe_ : {s}", prose_password),
+    "pgpass_line": Case("password", "db.example.com:5432:orders:alice:{s}", password),
+    "pgpass_wildcards": Case("password", "*:*:*:postgres:{s}", password),
+    "pgpass_ipv4": Case("password", "10.0.0.5:6432:*:replicator:{s}", password),
+    "gmail_app_password": Case(
+        "password", "Gmail app password: {s}", lambda: " ".join(rand(4, LOWER) for _ in range(4))
+    ),
+    "app_password_french": Case(
+        "password",
+        "Mot de passe d'application : {s}",
+        lambda: " ".join(rand(4, LOWER) for _ in range(4)),
+    ),
     # passwords on a command line
     "cmd_mysql_attached": Case("password", "mysql -u root -p{s} -h 127.0.0.1 wordpress", password),
     "cmd_mysqldump_quoted": Case("password", "mysqldump -u app -p'{s}' shop > shop.sql", password),
@@ -1036,6 +1049,15 @@ def keep_cases() -> dict[str, str]:
         "locale_in_link": "https://learn.microsoft.com/en-us/windows/win32/api/",
         "hex_locale_suffix": f"build {rand(32, HEX)}-us-east-1 deployed",
         "dropbox_like_words": "sl." + "-".join(["lorem", "ipsum", "dolor"] * 12),
+        # shaped like a .pgpass line, an app password or an underscore-bold label, but not
+        "time_with_five_fields": "10:30:00:000:abcdef",
+        "passwd_line": "root:x:0:0:root:/root:/bin/bash",
+        "pgpass_placeholder": "db.example.com:5432:orders:alice:<password>",
+        "port_mapping": "127.0.0.1:8080:80",
+        "four_words_after_password": "password: this that what when",
+        "four_words_after_app_password": "app password: this that what when where",
+        "snake_case_password_column": "the db_password_hash column: bcrypt",
+        "underscored_reset_flow": "_password_ reset flow is broken",
     }
 
 

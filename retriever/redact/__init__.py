@@ -24,7 +24,8 @@ credentials passed positionally in code, ``Client("SK…", "…")`` (``calls``);
 value`` in every syntax, Dataview's ``key:: value`` included (``assign``); credentials
 written as prose in English and French, "the wifi password is …", "clé de chiffrement : …",
 a value alone under its label (``prose``, judged by ``prose_values``); login pairs, "login:
-admin / …" (``logins``); the credential columns of markdown tables (``tables``).
+admin / …", and ``.pgpass`` lines (``logins``); the credential columns of markdown tables
+(``tables``).
 
 Kinds: see :data:`KINDS`. Deliberately not covered: bare high-entropy strings with no
 credential-like label, key, call or vendor prefix; passphrases made of plain words with no
@@ -48,7 +49,7 @@ from retriever.redact.calls import redact_calls
 from retriever.redact.commands import redact_commands
 from retriever.redact.core import Note
 from retriever.redact.kubernetes import redact_k8s_secrets
-from retriever.redact.logins import redact_logins
+from retriever.redact.logins import redact_logins, redact_pgpass
 from retriever.redact.pem import redact_pem
 from retriever.redact.prose import redact_prose
 from retriever.redact.tables import redact_tables
@@ -63,7 +64,7 @@ from retriever.redact.vendors import (
 log = logging.getLogger(__name__)
 
 # Bump whenever a rule changes: stored text redacted by an older version must be re-indexed.
-REDACTOR_VERSION = "5"
+REDACTOR_VERSION = "6"
 
 KINDS: tuple[str, ...] = (
     "private_key",
@@ -131,6 +132,7 @@ def redact(text: str) -> tuple[str, Counter[str]]:
         redact_assignments,
         redact_prose,
         redact_logins,
+        redact_pgpass,
         redact_tables,
     ):
         new = stage(note, counts)

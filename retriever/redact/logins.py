@@ -1,5 +1,6 @@
 """Login pairs written in notes: "login: admin / secret", "user admin pass secret",
-"identifiants : bob / secret", "creds admin:secret", "Wi-Fi: HomeNet / secret".
+"identifiants : bob / secret", "creds admin:secret", "Wi-Fi: HomeNet / secret"; and
+PostgreSQL password-file lines, "db.example.com:5432:orders:alice:secret".
 
 The value after the user name is a password when it looks like one
 (:func:`prose_values.password_ok`): "login: admin / admin" and "user: alice / bob" are kept.
@@ -13,6 +14,7 @@ from collections import Counter
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
 from retriever.redact.prose import SPACES, VALUE_TRIM
 from retriever.redact.prose_values import password_ok
+from retriever.redact.values import is_placeholder
 
 # "login: admin / secret", "user admin pass secret", "identifiants : bob / secret",
 # "creds admin:secret".
@@ -63,4 +65,33 @@ def redact_logins(note: Note, counts: Counter[str]) -> str:
             edit = _pair_edit(text, m)
             if edit is not None:
                 edits.append(edit)
+    return keep_first(text, edits, counts)
+
+
+# A .pgpass line, host:port:database:user:password (a field may escape ":" as "\\:"). Found
+# from its port field (a literal ":" to scan for), then read as its whole line. The host
+# holds a letter or is an IPv4 address or "*": "10:30:00:000:x" is a time, not a login.
+_PGPASS_PORT = re.compile(r":(?:\d{1,5}|\*):")
+_FIELD = r"(?:[^\s:\\]|\\.){1,100}"
+_HOST = r"(?:\*|(?=[\w.-]{0,252}[A-Za-z])[\w.-]{1,253}|\d{1,3}(?:\.\d{1,3}){3})"
+_PGPASS_LINE = re.compile(  # in a list, a quote or an HTML comment too
+    rf"[ \t]*(?:(?:[-*+>]|<!--)[ \t]*)*{_HOST}:(?:\d{{1,5}}|\*):{_FIELD}:{_FIELD}"
+    r":(?P<v>(?:[^\s:\\]|\\.){4,200})(?:[ \t]*-->)?[ \t]*\r?"
+)
+
+
+def redact_pgpass(note: Note, counts: Counter[str]) -> str:
+    text = note.text
+    edits: list[Edit] = []
+    seen = -1
+    for port in _PGPASS_PORT.finditer(text):
+        start = text.rfind("\n", 0, port.start()) + 1
+        if start <= seen:
+            continue  # this line was read already
+        seen = start
+        end = text.find("\n", port.end())
+        m = _PGPASS_LINE.fullmatch(text, start, len(text) if end < 0 else end)
+        if m is None or text.startswith(MARK, m.start("v")) or is_placeholder(m.group("v")):
+            continue
+        edits.append((m.start("v"), m.end("v"), marker("password")))
     return keep_first(text, edits, counts)

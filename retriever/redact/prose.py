@@ -70,10 +70,14 @@ _TOKEN_LABEL = (
 )
 # Bare words: only with a separator ("the token for the bot: X"), never "token X".
 _WEAK_LABEL = r"(?P<weak_key>key)|(?P<weak_token>token|secret|jeton)"
-# Matched in the lowercase twin of the text (much faster than a case-insensitive regex).
+# Matched in the lowercase twin of the text (much faster than a case-insensitive regex). A
+# word of its own, or wrapped in underscore emphasis: "__Password__ :", "_mdp_ :" (not
+# "db_password" or "password_hash": names the assignment rules judge).
+_OPEN = r"(?:(?<![\w-])|(?<=(?<![\w-])_)|(?<=(?<![\w-])__))"
+_CLOSE = r"(?:(?![\w-])|(?=__?(?![\w-])))"
 LABEL_RE = re.compile(
-    rf"(?<![\w-])(?:(?P<password>{_PW_LABEL})|(?P<key>{_KEY_LABEL})|(?P<token>{_TOKEN_LABEL})"
-    rf"|{_WEAK_LABEL})(?![\w-])"
+    rf"{_OPEN}(?:(?P<password>{_PW_LABEL})|(?P<key>{_KEY_LABEL})|(?P<token>{_TOKEN_LABEL})"
+    rf"|{_WEAK_LABEL}){_CLOSE}"
 )
 # Lowercase substrings that every label holds one of: only those lines are searched. Lines
 # with "key" are kept only when it is a word ("HKEY_", "monkey" are not).
@@ -125,6 +129,21 @@ _LABEL_TAIL = re.compile(r"[ \t]*(?:\*\*|__)?[ \t]*:?[ \t]*(?:\*\*|__)?[ \t]*\r?
 _LONE_VALUE = re.compile(
     r"[ \t]*(?:[-*+>][ \t]+)?[`\"'«“*]*[ \t]*(?P<v>[^\s`\"'»”*<>|]{1,200})[`\"'»”*]*[ \t]*\r?"
 )
+# Google's app passwords, as Google shows them: "abcd efgh ijkl mnop".
+_APP_PASSWORD = re.compile(r"[ \t`\"'*]*(?P<v>[a-z]{4}(?: [a-z]{4}){3})(?![\w-]| [a-z])")
+_APP_WORD = re.compile(r"(?:app|application)[ \t]+\Z|\A[ \t]+d['’]application", re.IGNORECASE)
+
+
+def _app_label(text: str, label: re.Match[str]) -> bool:
+    """ "app password", "mot de passe d'application": Google's name for them."""
+    if label.lastgroup != "password":
+        return False
+    return bool(
+        _APP_WORD.search(text[max(0, label.start() - 12) : label.start()])
+        or _APP_WORD.search(text[label.end() : label.end() + 14])
+    )
+
+
 # Up to three words after a label with no separator: "mdp wifi X", "password X".
 _NEXT_WORD = re.compile(r"[ \t]+([^\s]{1,200})")
 
@@ -162,6 +181,9 @@ def _labelled_edit(text: str, label: re.Match[str], end: int) -> Edit | None:
     if after is not None:
         if any(w.strip("()'\"`*").lower() in VETO_LAST for w in after.group("qual").split()):
             return None  # "password hash: …", "key fingerprint is …"
+        app = _APP_PASSWORD.match(text, after.end(), end) if _app_label(text, label) else None
+        if app is not None:  # four words of four letters: a Google app password
+            return app.start("v"), app.end("v"), marker(kind)
         found = _take_value(text, after.end(), end)
         if found is None or not ok(found[1], False):
             return None
