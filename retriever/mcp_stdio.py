@@ -54,21 +54,28 @@ def check_line(line: str) -> tuple[str | None, types.JSONRPCError | None]:
             return text, None
         except ValidationError as exc:
             reason = str(exc.errors()[0].get("msg", reason))
+    if isinstance(data, dict) and "method" not in data:
+        # A malformed response to a request of ours: JSON-RPC answers no response, and
+        # its id is ours, which the client would take for one of its own requests.
+        log.warning("dropped a malformed response from the client: %s", reason[:REASON_CHARS])
+        return None, None
     if isinstance(data, list):
         reason = "a batch (JSON array) is not supported; send one message per line"
-    return None, _error(_request_id(data), types.INVALID_REQUEST, f"Invalid request: {reason}")
+    return None, _error(_request_id(repaired), types.INVALID_REQUEST, f"Invalid request: {reason}")
 
 
 def _error(request_id: str | int | None, code: int, message: str) -> types.JSONRPCError:
-    return types.JSONRPCError(
-        jsonrpc="2.0",
-        id=request_id,
-        error=types.ErrorData(code=code, message=message[: REASON_CHARS + 20]),
-    )
+    error = types.ErrorData(code=code, message=message[: REASON_CHARS + 20])
+    answer = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+    try:  # what the transport's writer will do: it must never fail on our answer
+        answer.model_dump_json(by_alias=True, exclude_unset=True)
+    except ValueError:
+        return types.JSONRPCError(jsonrpc="2.0", id=None, error=error)
+    return answer
 
 
 def _request_id(data: object) -> str | int | None:
-    """The id of a message that failed, when it has a usable one."""
+    """The id of a request that failed, when it has a usable one."""
     found = data.get("id") if isinstance(data, dict) else None
     return found if isinstance(found, str | int) and not isinstance(found, bool) else None
 

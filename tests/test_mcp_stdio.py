@@ -61,6 +61,20 @@ def test_a_bad_line_gets_its_error(line: str, code: int, rid: object) -> None:
     assert error.error.message and len(error.error.message) <= 220
 
 
+def test_an_id_holding_a_lone_surrogate_is_answered_with_its_repair() -> None:
+    """The answer must be writable: an id the writer could not encode stopped the server."""
+    line = '{"jsonrpc": "2.0", "id": "\\ud800", "method": "tools/call", "params": "x"}'
+    passed, error = check_line(line)
+    assert passed is None and error is not None and error.id == "\ufffd"
+    error.model_dump_json(by_alias=True, exclude_unset=True)
+
+
+def test_a_malformed_response_from_the_client_is_not_answered() -> None:
+    """Its id is one of the server's: an error with it would look like an answer to one of
+    the client's own requests."""
+    assert check_line('{"jsonrpc": "2.0", "id": 3, "result": []}') == (None, None)
+
+
 def test_a_good_line_is_handed_on_as_it_came() -> None:
     line = _request(9, "tools/call", SEARCH) + "\n"
     assert check_line(line) == (line, None)
@@ -144,15 +158,16 @@ def test_the_stdio_server_answers_bad_lines_and_keeps_serving(indexed: Any, db_u
         assert _answer(found, 2)["error"]["code"] == -32600
         send(f"[{_request(3, 'ping')}]")
         assert _answer(found, None)["error"]["code"] == -32600
+        send('{"jsonrpc": "2.0", "id": "\\ud800", "method": "tools/call", "params": "x"}')
+        assert _answer(found, "\ufffd")["error"]["code"] == -32600
         send(_request(4, "ping"))
         assert _answer(found, 4)["result"] == {}
         line = _request(5, "tools/call", SEARCH).replace("restic backups", "\\ud83d restic")
         send(line)
         result = _answer(found, 5)["result"]
         assert result.get("isError") is not True and result["structuredContent"]["hits"]
-    finally:
         proc.stdin.close()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
+        assert proc.wait(30) == 0  # the client hung up: the server ends on its own
+    finally:
+        if proc.poll() is None:
             proc.kill()
