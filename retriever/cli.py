@@ -1020,6 +1020,11 @@ def _usage_failed(exc: Any, argv: list[str]) -> int:
         return int(exc.exit_code)
     ctx = getattr(exc, "ctx", None)
     hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    if next((a for a in argv if not a.startswith("-")), None) == "hook":
+        # A hook never blocks the session (Claude Code reads exit 2 as "block"): the
+        # line on stderr, nothing on stdout, exit 0.
+        err.print(f"[red]✗[/red] {shown(str(exc.format_message()) + hint)}")
+        return EXIT_OK
     with contextlib.suppress(typer.Exit):
         _fail(str(exc.format_message()) + hint, "--json" in argv)
     return EXIT_FAILED

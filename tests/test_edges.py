@@ -119,6 +119,16 @@ def test_a_bad_command_line_is_one_line_and_exit_2(
     assert data["ok"] is False and said in data["error"] and data["via"] == "process"
 
 
+def test_a_bad_hook_command_line_never_blocks_the_session(tmp_path: Path) -> None:
+    """Claude Code reads exit 2 from a hook as "block": a mistyped hook says so on stderr
+    and exits 0, with nothing on stdout."""
+    env = _cli_env("postgresql://nobody@127.0.0.1:1/none", tmp_path)
+    for args in (["hook", "prompt", "--bogus"], ["hook", "nosuch"]):
+        done = _run(args, env)
+        assert done.returncode == 0 and done.stdout == "", args
+        assert len(done.stderr.strip().splitlines()) == 1 and "retriever hook" in done.stderr
+
+
 def test_a_bare_command_still_shows_its_help(tmp_path: Path) -> None:
     """`retriever` or `retriever db` alone is a question, not a typo: the help, on stdout
     (exit 2, as before)."""
