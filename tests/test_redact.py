@@ -586,6 +586,8 @@ CASES: dict[str, Case] = {
     "pgpass_line": Case("password", "db.example.com:5432:orders:alice:{s}", password),
     "pgpass_wildcards": Case("password", "*:*:*:postgres:{s}", password),
     "pgpass_ipv4": Case("password", "10.0.0.5:6432:*:replicator:{s}", password),
+    "pgpass_bare_host_postgres_port": Case("password", "db:5432:app:alice:{s}", password),
+    "underscore_key_label": Case("secret", "_Key_ : {s}", b64_key),
     "gmail_app_password": Case(
         "password", "Gmail app password: {s}", lambda: " ".join(rand(4, LOWER) for _ in range(4))
     ),
@@ -676,6 +678,13 @@ def test_credential_columns_of_any_valid_table(table: str, wrapper: str) -> None
     secret = password()
     note = WRAPPERS[wrapper](table.replace("{s}", secret))
     assert_redacted(note, [secret], Counter({"password": 1}))
+
+
+@pytest.mark.parametrize("label", ["_Password_ :", "*Password*:", "_Mot de passe_ :"])
+def test_an_italic_label_with_its_value_below(label: str) -> None:
+    secret = prose_password()
+    for value in (secret, f"`{secret}`"):
+        assert_redacted(HEAD + f"{label}\n{value}" + TAIL, [secret], Counter({"password": 1}))
 
 
 def test_frontmatter_scrubbed() -> None:
@@ -1058,6 +1067,16 @@ def keep_cases() -> dict[str, str]:
         "four_words_after_app_password": "app password: this that what when where",
         "snake_case_password_column": "the db_password_hash column: bcrypt",
         "underscored_reset_flow": "_password_ reset flow is broken",
+        "iso_time_five_fields": "2024-05-01T10:30:00:123:INFO",
+        "iso_time_level_message": "2024-05-01T10:30:00:ERROR:timeout",
+        "redis_key": "user:1000:profile:email:cache",
+        "redis_key_numeric": "app:1:user:42:profile",
+        "chapter_path": "chapter:1:section:2:intro",
+        "quoted_lesson_path": "> lesson:3:part:2:summary",
+        "listed_step_path": "* step:1:init:db:migrate",
+        "version_fields": "v1:2:3:4:beta",
+        "k8s_status_fields": "k8s:1:pod:nginx:running",
+        "ipv6_fragment": "fd00:1:2:3:abcd",
     }
 
 

@@ -69,13 +69,20 @@ def redact_logins(note: Note, counts: Counter[str]) -> str:
 
 
 # A .pgpass line, host:port:database:user:password (a field may escape ":" as "\\:"). Found
-# from its port field (a literal ":" to scan for), then read as its whole line. The host
-# holds a letter or is an IPv4 address or "*": "10:30:00:000:x" is a time, not a login.
+# from its port field (a literal ":" to scan for), then read as its whole line. The host is
+# "*", localhost, an IPv4 address or a dotted name; any other name only with a PostgreSQL
+# port: "user:1000:profile:email:cache" (a cache key), "chapter:1:section:2:intro" and
+# "2024-05-01T10:30:00:123:INFO" are not logins.
 _PGPASS_PORT = re.compile(r":(?:\d{1,5}|\*):")
 _FIELD = r"(?:[^\s:\\]|\\.){1,100}"
-_HOST = r"(?:\*|(?=[\w.-]{0,252}[A-Za-z])[\w.-]{1,253}|\d{1,3}(?:\.\d{1,3}){3})"
+_NAMED = r"(?=[\w.-]{0,252}[A-Za-z])"  # a host name holds a letter
+_HOST_ANY_PORT = (
+    rf"(?:\*|localhost|\d{{1,3}}(?:\.\d{{1,3}}){{3}}|{_NAMED}[\w-]{{1,63}}(?:\.[\w-]{{1,63}}){{1,8}})"
+    r":(?:\d{1,5}|\*)"
+)
+_HOST_PG_PORT = rf"{_NAMED}[\w.-]{{1,253}}:(?:5432|5433|6432)"
 _PGPASS_LINE = re.compile(  # in a list, a quote or an HTML comment too
-    rf"[ \t]*(?:(?:[-*+>]|<!--)[ \t]*)*{_HOST}:(?:\d{{1,5}}|\*):{_FIELD}:{_FIELD}"
+    rf"[ \t]*(?:(?:[-*+>]|<!--)[ \t]*)*(?:{_HOST_ANY_PORT}|{_HOST_PG_PORT}):{_FIELD}:{_FIELD}"
     r":(?P<v>(?:[^\s:\\]|\\.){4,200})(?:[ \t]*-->)?[ \t]*\r?"
 )
 
@@ -83,15 +90,18 @@ _PGPASS_LINE = re.compile(  # in a list, a quote or an HTML comment too
 def redact_pgpass(note: Note, counts: Counter[str]) -> str:
     text = note.text
     edits: list[Edit] = []
-    seen = -1
-    for port in _PGPASS_PORT.finditer(text):
+    port = _PGPASS_PORT.search(text)
+    while port is not None:
         start = text.rfind("\n", 0, port.start()) + 1
-        if start <= seen:
-            continue  # this line was read already
-        seen = start
         end = text.find("\n", port.end())
-        m = _PGPASS_LINE.fullmatch(text, start, len(text) if end < 0 else end)
-        if m is None or text.startswith(MARK, m.start("v")) or is_placeholder(m.group("v")):
-            continue
-        edits.append((m.start("v"), m.end("v"), marker("password")))
+        end = len(text) if end < 0 else end
+        m = _PGPASS_LINE.fullmatch(text, start, end)
+        if m is not None and not _kept(text, m):
+            edits.append((m.start("v"), m.end("v"), marker("password")))
+        port = _PGPASS_PORT.search(text, end)  # the next line: each is read once
     return keep_first(text, edits, counts)
+
+
+def _kept(text: str, line: re.Match[str]) -> bool:
+    """Already redacted, or a placeholder (``<password>``, ``xxxx``)."""
+    return text.startswith(MARK, line.start("v")) or is_placeholder(line.group("v"))

@@ -97,7 +97,10 @@ _LABEL_HINTS = (
     "jeton",
 )
 _KEY_HINT = "key"
-_KEY_WORD = re.compile(r"(?<![a-z0-9_-])key|apikey")  # a word, not HKEY_ or monkey
+# A word, not HKEY_ or monkey; in underscore emphasis too (_Key_ :).
+_KEY_WORD = re.compile(
+    r"(?:(?<![a-z0-9_-])|(?<=(?<![a-z0-9_-])_)|(?<=(?<![a-z0-9_-])__))key|apikey"
+)
 
 # Words that may sit between the label and its separator: "for the router", "du NAS",
 # "(guest)", "for https://nas.local", "'Guest'". Never a sentence end, never a separator.
@@ -124,7 +127,7 @@ _OPENERS = "`\"'*“«‘([_"
 _VALUE = re.compile(r"[^\s`\"'*”»’<>|]{1,200}")
 VALUE_TRIM = ".,;:)]}\"'`*”»’"
 # What may follow a label that ends its line: a colon, emphasis, a closing bracket.
-_LABEL_TAIL = re.compile(r"[ \t]*(?:\*\*|__)?[ \t]*:?[ \t]*(?:\*\*|__)?[ \t]*\r?")
+_LABEL_TAIL = re.compile(r"[ \t]*(?:\*\*|__|\*|_)?[ \t]*:?[ \t]*(?:\*\*|__|\*|_)?[ \t]*\r?")
 # A line holding one token (in a list, a quote, backticks): a value under its label.
 _LONE_VALUE = re.compile(
     r"[ \t]*(?:[-*+>][ \t]+)?[`\"'«“*]*[ \t]*(?P<v>[^\s`\"'»”*<>|]{1,200})[`\"'»”*]*[ \t]*\r?"
