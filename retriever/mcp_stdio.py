@@ -54,7 +54,7 @@ def check_line(line: str) -> tuple[str | None, types.JSONRPCError | None]:
             return text, None
         except ValidationError as exc:
             reason = str(exc.errors()[0].get("msg", reason))
-    if isinstance(data, dict) and "method" not in data:
+    if isinstance(data, dict) and "method" not in data and ("result" in data or "error" in data):
         # A malformed response to a request of ours: JSON-RPC answers no response, and
         # its id is ours, which the client would take for one of its own requests.
         log.warning("dropped a malformed response from the client: %s", reason[:REASON_CHARS])

@@ -73,6 +73,17 @@ def test_a_malformed_response_from_the_client_is_not_answered() -> None:
     """Its id is one of the server's: an error with it would look like an answer to one of
     the client's own requests."""
     assert check_line('{"jsonrpc": "2.0", "id": 3, "result": []}') == (None, None)
+    assert check_line('{"jsonrpc": "2.0", "id": 3, "error": "no"}') == (None, None)
+
+
+@pytest.mark.parametrize(
+    "line",
+    ['{"jsonrpc": "2.0", "id": 7, "params": {}}', '{"jsonrpc": "2.0", "id": 7, "metod": "ping"}'],
+)
+def test_a_request_without_its_method_is_answered(line: str) -> None:
+    passed, error = check_line(line)
+    assert passed is None and error is not None and error.id == 7
+    assert error.error.code == -32600
 
 
 def test_a_good_line_is_handed_on_as_it_came() -> None:
