@@ -650,9 +650,17 @@ def watch(
 
 hook_app = typer.Typer(
     help="Claude Code hooks: JSON on stdout, always exit 0 (never block a session).",
-    no_args_is_help=True,
+    invoke_without_command=True,
 )
 app.add_typer(hook_app, name="hook")
+
+
+@hook_app.callback()
+def _hook_event(ctx: typer.Context) -> None:
+    """No event named (`retriever hook`, an empty $EVENT): one line on stderr, nothing on
+    stdout (where the help would land in the agent's context), exit 0."""
+    if ctx.invoked_subcommand is None:
+        err.print("[red]✗[/red] no hook event given (see 'retriever hook --help')")
 
 
 @app.command()
@@ -1021,8 +1029,8 @@ def _usage_failed(exc: Any, argv: list[str]) -> int:
     ctx = getattr(exc, "ctx", None)
     hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
     if next((a for a in argv if not a.startswith("-")), None) == "hook":
-        # A hook never blocks the session (Claude Code reads exit 2 as "block"): the
-        # line on stderr, nothing on stdout, exit 0.
+        # A hook never blocks the session (Claude Code reads exit 2 as "block"): one line
+        # on stderr, nothing on stdout, exit 0.
         err.print(f"[red]✗[/red] {shown(str(exc.format_message()) + hint)}")
         return EXIT_OK
     with contextlib.suppress(typer.Exit):

@@ -123,7 +123,7 @@ def test_a_bad_hook_command_line_never_blocks_the_session(tmp_path: Path) -> Non
     """Claude Code reads exit 2 from a hook as "block": a mistyped hook says so on stderr
     and exits 0, with nothing on stdout."""
     env = _cli_env("postgresql://nobody@127.0.0.1:1/none", tmp_path)
-    for args in (["hook", "prompt", "--bogus"], ["hook", "nosuch"]):
+    for args in (["hook", "prompt", "--bogus"], ["hook", "nosuch"], ["hook"]):
         done = _run(args, env)
         assert done.returncode == 0 and done.stdout == "", args
         assert len(done.stderr.strip().splitlines()) == 1 and "retriever hook" in done.stderr
