@@ -587,6 +587,9 @@ CASES: dict[str, Case] = {
     "pgpass_wildcards": Case("password", "*:*:*:postgres:{s}", password),
     "pgpass_ipv4": Case("password", "10.0.0.5:6432:*:replicator:{s}", password),
     "pgpass_bare_host_postgres_port": Case("password", "db:5432:app:alice:{s}", password),
+    "pgpass_managed_port": Case(
+        "password", "db-x.ondigitalocean.com:25060:d:doadmin:{s}", password
+    ),
     "underscore_key_label": Case("secret", "_Key_ : {s}", b64_key),
     "gmail_app_password": Case(
         "password", "Gmail app password: {s}", lambda: " ".join(rand(4, LOWER) for _ in range(4))
@@ -1077,6 +1080,11 @@ def keep_cases() -> dict[str, str]:
         "version_fields": "v1:2:3:4:beta",
         "k8s_status_fields": "k8s:1:pod:nginx:running",
         "ipv6_fragment": "fd00:1:2:3:abcd",
+        "grep_output": "notes.md:12:tags:project:active",
+        "version_dotted": "v1.2.3:4:build:linux:amd64",
+        "domain_low_port": "k8s.io:1:pod:nginx:running",
+        "localhost_http_port": "localhost:8080:api:v1:health",
+        "dotted_cache_key": "cache.v2:1:user:42:profile",
     }
 
 
@@ -1230,6 +1238,8 @@ PATHOLOGICAL: dict[str, str] = {
     "inline_fields": "password:: " * 50_000,
     "k8s_secrets": "kind: Secret\ndata:\n  a: b\n" * 30_000,
     "k8s_separated": "kind: Secret\n---\ndata:\n" * 30_000,
+    "pgpass_ports": ":1:" * 200_000,
+    "blanks_after_label": ("password" + " " * 300 + "x\n") * 10,
 }
 
 

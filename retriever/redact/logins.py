@@ -69,18 +69,19 @@ def redact_logins(note: Note, counts: Counter[str]) -> str:
 
 
 # A .pgpass line, host:port:database:user:password (a field may escape ":" as "\\:"). Found
-# from its port field (a literal ":" to scan for), then read as its whole line. The host is
-# "*", localhost, an IPv4 address or a dotted name; any other name only with a PostgreSQL
-# port: "user:1000:profile:email:cache" (a cache key), "chapter:1:section:2:intro" and
-# "2024-05-01T10:30:00:123:INFO" are not logins.
+# from its port field (a literal ":" to scan for), then read as its whole line. A port is
+# 1024 or above (or "*"). The host is "*", an IPv4 address or a domain name (its last
+# label letters, not a file extension); localhost or a bare name only with a PostgreSQL
+# port. Not logins: "user:1000:profile:email:cache" (a cache key), "notes.md:12:tags:x:y"
+# (grep output), "k8s.io:1:pod:nginx:running", "2024-05-01T10:30:00:123:INFO".
 _PGPASS_PORT = re.compile(r":(?:\d{1,5}|\*):")
 _FIELD = r"(?:[^\s:\\]|\\.){1,100}"
-_NAMED = r"(?=[\w.-]{0,252}[A-Za-z])"  # a host name holds a letter
-_HOST_ANY_PORT = (
-    rf"(?:\*|localhost|\d{{1,3}}(?:\.\d{{1,3}}){{3}}|{_NAMED}[\w-]{{1,63}}(?:\.[\w-]{{1,63}}){{1,8}})"
-    r":(?:\d{1,5}|\*)"
-)
-_HOST_PG_PORT = rf"{_NAMED}[\w.-]{{1,253}}:(?:5432|5433|6432)"
+_PORT = r"(?:[1-9]\d{3,4}|\*)"
+_PG_PORT = r"(?:5432|5433|6432|\*)"
+_NOT_A_FILE = r"(?!(?:md|markdown|txt|py|js|ts|go|rs|rb|java|json|ya?ml|toml|log|sh|c|h|cpp|html?|css|csv|xml|sql|ini|cfg|conf|lock)\b)"
+_DOMAIN = rf"[\w-]{{1,63}}(?:\.[\w-]{{1,63}}){{0,8}}\.{_NOT_A_FILE}[A-Za-z]{{2,24}}"
+_HOST_ANY_PORT = rf"(?:\*|\d{{1,3}}(?:\.\d{{1,3}}){{3}}|{_DOMAIN}):{_PORT}"
+_HOST_PG_PORT = rf"(?=[\w.-]{{0,252}}[A-Za-z])[\w.-]{{1,253}}:{_PG_PORT}"
 _PGPASS_LINE = re.compile(  # in a list, a quote or an HTML comment too
     rf"[ \t]*(?:(?:[-*+>]|<!--)[ \t]*)*(?:{_HOST_ANY_PORT}|{_HOST_PG_PORT}):{_FIELD}:{_FIELD}"
     r":(?P<v>(?:[^\s:\\]|\\.){4,200})(?:[ \t]*-->)?[ \t]*\r?"

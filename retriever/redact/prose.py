@@ -127,7 +127,10 @@ _OPENERS = "`\"'*“«‘([_"
 _VALUE = re.compile(r"[^\s`\"'*”»’<>|]{1,200}")
 VALUE_TRIM = ".,;:)]}\"'`*”»’"
 # What may follow a label that ends its line: a colon, emphasis, a closing bracket.
-_LABEL_TAIL = re.compile(r"[ \t]*(?:\*\*|__|\*|_)?[ \t]*:?[ \t]*(?:\*\*|__|\*|_)?[ \t]*\r?")
+# Each run of blanks follows a token it needs: no two runs can split one (linear time).
+_LABEL_TAIL = re.compile(
+    r"[ \t]*(?:(?:\*\*|__|\*|_)[ \t]*)?(?::[ \t]*)?(?:(?:\*\*|__|\*|_)[ \t]*)?\r?"
+)
 # A line holding one token (in a list, a quote, backticks): a value under its label.
 _LONE_VALUE = re.compile(
     r"[ \t]*(?:[-*+>][ \t]+)?[`\"'«“*]*[ \t]*(?P<v>[^\s`\"'»”*<>|]{1,200})[`\"'»”*]*[ \t]*\r?"
