@@ -453,8 +453,9 @@ _INDEX_ONLY = (
     "SELECT set_config('retriever.enable_seqscan', current_setting('enable_seqscan'), true),"
     " set_config('enable_seqscan', 'off', true)"
 )
-_AS_BEFORE = (
-    "SELECT set_config('enable_seqscan', current_setting('retriever.enable_seqscan'), true)"
+_AS_BEFORE = (  # "on" should nothing be kept (a sync inside the pipeline would end it)
+    "SELECT set_config('enable_seqscan',"
+    " coalesce(nullif(current_setting('retriever.enable_seqscan', true), ''), 'on'), true)"
 )
 
 
@@ -467,8 +468,8 @@ def _scored(
     it chose a full scan, 4-10 ms on Dendron's 4,700 chunks against 0.1-0.7 ms through
     the index. The candidates are capped (``candidate_cap``, ``widen_cap``; the rarest
     term always counts): with a term in 80-95 % of 100,000 chunks the index still cost no
-    more than the full scan. Only for this statement, and only inside a transaction (in
-    autocommit the setting would end with its own statement: the planner then chooses).
+    more than the full scan. Only for this statement: a pipeline's statements are one
+    transaction until its end, in autocommit too.
     Not for a ``scoped`` statement: the setting would also take the notes' table off its
     full scan, and a folder filter on win32-17k then cost 7 -> 13 ms."""
     if scoped:

@@ -289,6 +289,26 @@ def test_bm25_reads_its_candidates_through_the_term_index(
     assert path == ("n3.md",) and len(hits) == 3
 
 
+def test_bm25_on_an_autocommit_connection(make_app, tmp_path: Path) -> None:
+    """Outside a transaction too: the pipeline's three statements are one implicit
+    transaction, so the index is used and the setting is back afterwards (twice: the
+    second run finds our own setting left empty by the first)."""
+    notes = {f"n{i}.md": f"Shared word{i} filler.\n" for i in range(40)}
+    app = _indexed(make_app, tmp_path, notes)
+    with psycopg.connect(app.db.url, autocommit=True) as conn:
+        plans: list[str] = []
+        conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
+        _explain_as_run(conn)
+        conn.execute("SET auto_explain.log_min_duration = 0")
+        conn.execute("SET auto_explain.log_level = notice")
+        first = bm25_search(conn, query_terms("shared word3"), limit=3)
+        again = bm25_search(conn, query_terms("shared word3"), limit=3)
+        assert conn.execute("SHOW enable_seqscan").fetchone() == ("on",)
+    assert first == again and len(first) == 3
+    scoring = [p for p in plans if "FROM chunks t" in p]
+    assert len(scoring) == 2 and all("Bitmap Index Scan on chunks_terms_gin" in p for p in scoring)
+
+
 def test_a_scoped_bm25_statement_keeps_the_planners_choice(make_app, tmp_path: Path) -> None:
     """With a folder filter the index is not imposed: that would also take the notes'
     table off its full scan (a folder filter on win32-17k went 7 -> 13 ms)."""
