@@ -1,4 +1,4 @@
-"""The MCP stdio transport, with an answer for every line the client sends.
+"""The MCP stdio transport, with an answer for every request the client sends.
 
 mcp's stdio transport drops a line it cannot read as one JSON-RPC message without a word:
 not JSON, a batch, ``params`` that are not an object, nesting past its parser's limit, or
@@ -6,7 +6,8 @@ a string holding half of a surrogate pair (a cut emoji). The client then waits f
 timeout. Here each line is read first with the same adapter. A bad one gets the error
 JSON-RPC 2.0 asks for, with the request's id when it can be read (else null), sent on the
 server's own write stream so that answers never interleave. A lone surrogate becomes
-U+FFFD instead, and the request runs.
+U+FFFD instead, and the request runs. Blank lines and malformed responses (to requests of
+the server's) are dropped: JSON-RPC answers neither.
 """
 
 from __future__ import annotations
