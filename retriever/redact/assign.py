@@ -71,6 +71,13 @@ _PREV_WORD = re.compile(r"([A-Za-z][A-Za-z0-9]*)[ \t]\Z")
 
 _AFTER_WORD = re.compile(r"[ \t]+[A-Za-z]+\b(?![=:])")
 
+# A length rule, not a password: "Password: min 12 chars", "password: 8-64 characters".
+_LENGTH_RULE = re.compile(
+    r"(?:[ \t]+[\w+-]{1,12}){0,2}[ \t]+(?:chars?|characters?|caract[eè]res?|digits?|letters?"
+    r"|symbols?|long)\b",
+    re.IGNORECASE,
+)
+
 # CamelCase made of Title-case words, an acronym prefix and one digit run allowed:
 # SecretStr, OAuthToken, Ed25519PrivateKey, PKCS7PrivateKeyTypes. Random mixed case rarely fits.
 _TYPE_LIKE = re.compile(
@@ -242,6 +249,8 @@ def _unquoted_is_literal(v: str, site: _Site) -> bool:
         return False  # `key: bytes | None`, but not a value in a table cell
     if v.isascii() and v.isalpha() and _AFTER_WORD.match(site.text, site.end):
         return False  # "token: the smallest unit of text" is prose
+    if len(v) <= 12 and _LENGTH_RULE.match(site.text, site.end):
+        return False  # "Password: 12+ chars, one digit"
     if site.sep == " " and "=" in v.rstrip("="):
         return False  # `--secrets KEY=value`: the flag takes an assignment, judged on its own
     if site.follow in "'`" and is_wordy(v):
