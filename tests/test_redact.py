@@ -690,6 +690,21 @@ def test_an_italic_label_with_its_value_below(label: str) -> None:
         assert_redacted(HEAD + f"{label}\n{value}" + TAIL, [secret], Counter({"password": 1}))
 
 
+@pytest.mark.parametrize(
+    "template",
+    [
+        "App password:\n{s}",
+        "**App password:**\n`{s}`",
+        "Gmail app password {s}",
+        "- app password: {s}",
+    ],
+)
+def test_a_google_app_password_below_or_beside_its_label(template: str) -> None:
+    secret = " ".join(rand(4, LOWER) for _ in range(4))
+    note = HEAD + template.replace("{s}", secret) + TAIL
+    assert_redacted(note, [secret], Counter({"password": 1}))
+
+
 def test_frontmatter_scrubbed() -> None:
     pw, key = password(), rand(32)
     note = frontmatter(f"db_password: {pw}\napi_key: {key}") + HEAD + TAIL
@@ -1068,6 +1083,7 @@ def keep_cases() -> dict[str, str]:
         "port_mapping": "127.0.0.1:8080:80",
         "four_words_after_password": "password: this that what when",
         "four_words_after_app_password": "app password: this that what when where",
+        "five_words_below_app_password": "App password:\nthis that what when where",
         "snake_case_password_column": "the db_password_hash column: bcrypt",
         "underscored_reset_flow": "_password_ reset flow is broken",
         "iso_time_five_fields": "2024-05-01T10:30:00:123:INFO",

@@ -137,6 +137,9 @@ _LONE_VALUE = re.compile(
 )
 # Google's app passwords, as Google shows them: "abcd efgh ijkl mnop".
 _APP_PASSWORD = re.compile(r"[ \t`\"'*]*(?P<v>[a-z]{4}(?: [a-z]{4}){3})(?![\w-]| [a-z])")
+_APP_LINE = re.compile(
+    r"[ \t]*(?:[-*+>][ \t]+)?[`\"']*(?P<v>[a-z]{4}(?: [a-z]{4}){3})[`\"']*[ \t]*\r?"
+)
 _APP_WORD = re.compile(r"(?:app|application)[ \t]+\Z|\A[ \t]+d['’]application", re.IGNORECASE)
 
 
@@ -196,6 +199,9 @@ def _labelled_edit(text: str, label: re.Match[str], end: int) -> Edit | None:
         return found[0], found[0] + len(found[1]), marker(kind)
     if tier.startswith("weak"):
         return None
+    app = _APP_PASSWORD.match(text, label.end(), end) if _app_label(text, label) else None
+    if app is not None:  # "Gmail app password abcd efgh ijkl mnop"
+        return app.start("v"), app.end("v"), marker(kind)
     return _unseparated_edit(text, label, end, kind, ok)
 
 
@@ -206,33 +212,43 @@ def _edit_below(text: str, label: re.Match[str], tail: str, end: int, tier: str)
     explicit = ":" in tail or "*" in tail or text[label.start() - 2 : label.start()] == "# "
     if tier.startswith("weak") and not explicit:
         return None
-    found = _next_line_value(text, end)
+    below = _next_line(text, end)
+    if below is not None and _app_label(text, label):
+        app = _APP_LINE.fullmatch(text, *below)
+        if app is not None:  # "App password:" and the four words below
+            return app.start("v"), app.end("v"), marker(kind)
+    found = _next_line_value(text, below)
     if found is None or not ok(found[1], not explicit):
         return None
     return found[0], found[0] + len(found[1]), marker(kind)
 
 
-def _next_line_value(text: str, end: int) -> tuple[int, str] | None:
-    """The lone token on the next non-blank line (past one code-fence line): a value
-    written under its label."""
+def _next_line(text: str, end: int) -> tuple[int, int] | None:
+    """(start, stop) of the next non-blank line, past one code-fence line."""
     pos, fences = end + 1, 0
     for _ in range(4):
         if pos > len(text):
             return None
         stop = text.find("\n", pos)
         stop = len(text) if stop < 0 else stop
-        line = text[pos:stop]
-        stripped = line.strip()
+        stripped = text[pos:stop].strip()
         if stripped.startswith(("```", "~~~")) and fences == 0:
             fences += 1
         elif stripped:
-            m = _LONE_VALUE.fullmatch(text, pos, stop)
-            if m is None or text.startswith(MARK, m.start("v")):
-                return None
-            value = m.group("v").rstrip(VALUE_TRIM)
-            return (m.start("v"), value) if value else None
+            return pos, stop
         pos = stop + 1
     return None
+
+
+def _next_line_value(text: str, line: tuple[int, int] | None) -> tuple[int, str] | None:
+    """The lone token on ``line`` (see ``_next_line``): a value written under its label."""
+    if line is None:
+        return None
+    m = _LONE_VALUE.fullmatch(text, *line)
+    if m is None or text.startswith(MARK, m.start("v")):
+        return None
+    value = m.group("v").rstrip(VALUE_TRIM)
+    return (m.start("v"), value) if value else None
 
 
 def _unseparated_edit(
