@@ -269,11 +269,7 @@ def test_bm25_reads_its_candidates_through_the_term_index(
     app = _indexed(make_app, tmp_path, notes)
     with app.db.connection() as conn:
         conn.execute("SELECT set_config('enable_seqscan', %s, false)", (setting,))
-        plans: list[str] = []
-        conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
-        _explain_as_run(conn)
-        conn.execute("SET LOCAL auto_explain.log_min_duration = 0")
-        conn.execute("SET LOCAL auto_explain.log_level = notice")
+        plans = _plans_as_run(conn)
         hits = bm25_search(conn, query_terms("shared word3"), limit=3)
         after = conn.execute("SHOW enable_seqscan").fetchone()
         path = conn.execute(
@@ -296,11 +292,7 @@ def test_bm25_on_an_autocommit_connection(make_app, tmp_path: Path) -> None:
     notes = {f"n{i}.md": f"Shared word{i} filler.\n" for i in range(40)}
     app = _indexed(make_app, tmp_path, notes)
     with psycopg.connect(app.db.url, autocommit=True) as conn:
-        plans: list[str] = []
-        conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
-        _explain_as_run(conn)
-        conn.execute("SET auto_explain.log_min_duration = 0")
-        conn.execute("SET auto_explain.log_level = notice")
+        plans = _plans_as_run(conn)
         first = bm25_search(conn, query_terms("shared word3"), limit=3)
         again = bm25_search(conn, query_terms("shared word3"), limit=3)
         assert conn.execute("SHOW enable_seqscan").fetchone() == ("on",)
@@ -316,11 +308,7 @@ def test_a_scoped_bm25_statement_keeps_the_planners_choice(make_app, tmp_path: P
     app = _indexed(make_app, tmp_path, notes)
     scope = "AND t.doc_id IN (SELECT d.id FROM documents d WHERE d.path LIKE %(p)s)"
     with app.db.connection() as conn:
-        plans: list[str] = []
-        conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
-        _explain_as_run(conn)
-        conn.execute("SET LOCAL auto_explain.log_min_duration = 0")
-        conn.execute("SET LOCAL auto_explain.log_level = notice")
+        plans = _plans_as_run(conn)
         hits = bm25_search(
             conn, query_terms("shared word3"), limit=3, extra_sql=scope, extra_params={"p": "n3.md"}
         )
@@ -330,14 +318,20 @@ def test_a_scoped_bm25_statement_keeps_the_planners_choice(make_app, tmp_path: P
     assert len(hits) == 1
 
 
-def _explain_as_run(conn: psycopg.Connection) -> None:
-    """Every statement's plan as the server ran it, as a NOTICE (auto_explain). Loading it
-    takes a superuser: a test database without one skips these tests."""
+def _plans_as_run(conn: psycopg.Connection) -> list[str]:
+    """Every later statement's plan as the server ran it (auto_explain, as a NOTICE), in
+    the returned list. The settings end with the caller's rollback, or its connection.
+    Loading the module takes a superuser: a test database without one skips the test."""
     try:
         conn.execute("LOAD 'auto_explain'")
     except psycopg.errors.InsufficientPrivilege:
         conn.rollback()
         pytest.skip("auto_explain needs a superuser")
+    plans: list[str] = []
+    conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
+    conn.execute("SET auto_explain.log_min_duration = 0")
+    conn.execute("SET auto_explain.log_level = notice")
+    return plans
 
 
 class _Counting:
