@@ -264,7 +264,8 @@ class TitleIndex:
         file name) seed candidates only when nothing rarer matched."""
         common = max(50, int(COMMON_SHARE * self.n_docs))
         rare = [w for w in credit if len(self.postings[w]) <= common]
-        seeds = rare or sorted(credit, key=lambda w: len(self.postings[w]))[:1]
+        # Ties go to the word itself: the credit's order follows the hash seed.
+        seeds = rare or sorted(credit, key=lambda w: (len(self.postings[w]), w))[:1]
         out: set[int] = set()
         for word in seeds:
             out.update(self.postings[word][:5000])

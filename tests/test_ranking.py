@@ -271,6 +271,21 @@ def test_a_long_question_merely_containing_a_name_does_not_name_it() -> None:
     assert index.search("zebra") == {}
 
 
+def test_common_name_words_tied_on_their_counts_seed_the_same_names_in_any_order() -> None:
+    """The query's words come from a set, whose order follows the process's hash seed: a
+    tie between the most specific common words must not depend on it."""
+    notes: list[tuple[int, str, str, list[str]]] = [
+        (i, f"alpha {i}.md", f"Alpha {i}", []) for i in range(60)
+    ]
+    notes += [(100 + i, f"beta {i}.md", f"Beta {i}", []) for i in range(60)]
+    index = TitleIndex.build(notes)
+    (alpha,), (beta,) = tokenize("alpha"), tokenize("beta")
+    assert len(index.postings[alpha]) == len(index.postings[beta]) > 50  # both common
+    one = index._candidates({alpha: 1.0, beta: 1.0})
+    other = index._candidates({beta: 1.0, alpha: 1.0})
+    assert one == other and one
+
+
 # --- pseudo-queries -------------------------------------------------------------------
 
 
