@@ -136,10 +136,9 @@ _LONE_VALUE = re.compile(
     r"[ \t]*(?:[-*+>][ \t]+)?[`\"'«“*]*[ \t]*(?P<v>[^\s`\"'»”*<>|]{1,200})[`\"'»”*]*[ \t]*\r?"
 )
 # Google's app passwords, as Google shows them: "abcd efgh ijkl mnop".
-_APP_PASSWORD = re.compile(r"[ \t`\"'*]*(?P<v>[a-z]{4}(?: [a-z]{4}){3})(?![\w-]| [a-z])")
-_APP_LINE = re.compile(
-    r"[ \t]*(?:[-*+>][ \t]+)?[`\"']*(?P<v>[a-z]{4}(?: [a-z]{4}){3})[`\"']*[ \t]*\r?"
-)
+_FOUR_WORDS = r"(?P<v>[a-z]{4}(?: [a-z]{4}){3})"
+_APP_PASSWORD = re.compile(rf"[ \t`\"'*]*{_FOUR_WORDS}(?![\w-]| [a-z])")
+_APP_LINE = re.compile(rf"[ \t]*(?:[-*+>][ \t]+)?[`\"']*{_FOUR_WORDS}[`\"']*[ \t]*\r?")
 _APP_WORD = re.compile(r"(?:app|application)[ \t]+\Z|\A[ \t]+d['’]application", re.IGNORECASE)
 
 
@@ -190,18 +189,18 @@ def _labelled_edit(text: str, label: re.Match[str], end: int) -> Edit | None:
     if after is not None:
         if any(w.strip("()'\"`*").lower() in VETO_LAST for w in after.group("qual").split()):
             return None  # "password hash: …", "key fingerprint is …"
-        app = _APP_PASSWORD.match(text, after.end(), end) if _app_label(text, label) else None
-        if app is not None:  # four words of four letters: a Google app password
-            return app.start("v"), app.end("v"), marker(kind)
+        app = _app_password(text, label, after.end(), end, kind)
+        if app is not None:  # "app password: abcd efgh ijkl mnop"
+            return app
         found = _take_value(text, after.end(), end)
         if found is None or not ok(found[1], False):
             return None
         return found[0], found[0] + len(found[1]), marker(kind)
     if tier.startswith("weak"):
         return None
-    app = _APP_PASSWORD.match(text, label.end(), end) if _app_label(text, label) else None
+    app = _app_password(text, label, label.end(), end, kind)
     if app is not None:  # "Gmail app password abcd efgh ijkl mnop"
-        return app.start("v"), app.end("v"), marker(kind)
+        return app
     return _unseparated_edit(text, label, end, kind, ok)
 
 
@@ -221,6 +220,15 @@ def _edit_below(text: str, label: re.Match[str], tail: str, end: int, tier: str)
     if found is None or not ok(found[1], not explicit):
         return None
     return found[0], found[0] + len(found[1]), marker(kind)
+
+
+def _app_password(text: str, label: re.Match[str], start: int, end: int, kind: str) -> Edit | None:
+    """A Google app password (four words of four letters) at ``start``, after an "app
+    password" label."""
+    if not _app_label(text, label):
+        return None
+    app = _APP_PASSWORD.match(text, start, end)
+    return (app.start("v"), app.end("v"), marker(kind)) if app is not None else None
 
 
 def _next_line(text: str, end: int) -> tuple[int, int] | None:
