@@ -4,8 +4,9 @@ A question written in the user's words ("get my uncommitted edits back after a c
 often shares few words with the note that answers it ("stash", "restore"), so BM25 ranks
 whatever shares the question's incidental words. A contextual model's nearest passages
 are usually on topic. Their most distinctive terms (term frequency times IDF, the
-query's own terms left out) join the query at a lower weight, and BM25 runs on that
-(pseudo-relevance feedback, as in RM3, fed by the semantic arm).
+query's own terms left out) join the query at a lower weight, and BM25 on that re-ranks
+both arms' candidates (pseudo-relevance feedback, as in RM3, fed by the semantic arm; the
+re-ranking instead of a second search is ``search.Searcher.gather``'s).
 
 Calibration does not use it: it chooses the fusion on the plain arms, and searches then
 expand. Pseudo-queries cannot judge feedback: they keep the note's own words, which

@@ -218,9 +218,12 @@ def idf(n: float, df: float) -> float:
 # --- BM25 in Postgres -----------------------------------------------------------------
 
 
-def _score_sql(n_terms: int, extra: str, position: str, *, skip_seen: bool = False) -> str:
+def _score_sql(
+    n_terms: int, extra: str, position: str, *, skip_seen: bool = False, among: bool = False
+) -> str:
     """Top-k BM25 over the chunks holding an essential term (with ``skip_seen``: none of
-    the ``seen`` terms, whose chunks an earlier pass scored). One row-level expression per
+    the ``seen`` terms, whose chunks an earlier pass scored; with ``among``: only the
+    chunks ``among`` lists). One row-level expression per
     query term instead of a per-row unnest and aggregate (a third less server time on
     common-term queries); terms are added in query order, so the scores are the same floats
     as a sum() over them. OFFSET 0 keeps each term's tf lookup from being inlined twice.
@@ -246,7 +249,8 @@ CROSS JOIN LATERAL (
     SELECT {tfs}, (1 - %(b)s + %(b)s * t.len / %(avg)s) AS nrm OFFSET 0  -- each tf once
 ) x
 WHERE t.terms OPERATOR(pg_catalog.&&) %(essential)s::int[]
-    {"AND NOT t.terms OPERATOR(pg_catalog.&&) %(seen)s::int[]" if skip_seen else ""} {extra}
+    {"AND NOT t.terms OPERATOR(pg_catalog.&&) %(seen)s::int[]" if skip_seen else ""}
+    {"AND t.id = ANY(%(among)s::int[])" if among else ""} {extra}
 ORDER BY 2 DESC, t.id
 LIMIT %(limit)s
 """
@@ -385,25 +389,15 @@ def bm25_search(
     if not query or limit <= 0:
         return []
     stats = (lookup or _stats)(conn, list(query))
-    n, found = stats.n, stats.found
-    dfs = {t: df for t, (_, df) in found.items()}
-    present = [t for t in query if t in dfs]
-    if not present or n == 0:
+    scoring = _Scoring.of(stats, query, params)
+    if scoring is None:
         return []
-    weights = {t: idf(n, dfs[t]) * query[t] for t in present}
+    found, dfs, present, weights = stats.found, scoring.dfs, scoring.present, scoring.weights
     ordered = sorted(present, key=lambda t: (dfs[t], t))  # rarest first
     bound = {t: weights[t] * (params.k1 + 1) for t in present}  # max contribution of a term
 
     sql = _score_sql(len(present), extra_sql, stats.position)
-    base = {
-        "k1": params.k1,
-        "b": params.b,
-        "avg": stats.avg,
-        **{f"t{i}": found[t][0] for i, t in enumerate(present)},
-        **{f"w{i}": weights[t] for i, t in enumerate(present)},
-        "limit": limit,
-        **(extra_params or {}),
-    }
+    base = {**scoring.params, "limit": limit, **(extra_params or {})}
 
     first = essential = _rarest_within(ordered, dfs, candidate_cap)
     essential_ids = [found[t][0] for t in essential]
@@ -427,6 +421,63 @@ def bm25_search(
     if owners is not None:
         owners.update((int(r[0]), int(r[2])) for r in rows)
     return [(int(r[0]), float(r[1])) for r in rows]
+
+
+def bm25_rescore(
+    conn: psycopg.Connection,
+    query: Mapping[str, float],
+    among: Sequence[int],
+    *,
+    params: BM25Params = BM25Params(),
+    owners: dict[int, int] | None = None,
+    lookup: StatsLookup | None = None,
+) -> list[tuple[int, float]]:
+    """BM25 of ``query`` for the chunks ``among`` that hold one of its terms, best first:
+    the scores ``bm25_search`` gives the same chunks (same statement, same floats), with no
+    search of the rest of the vault (see ``search.Searcher.gather``: feedback's expanded
+    query re-ranks the arms' candidates)."""
+    if not query or not among:
+        return []
+    stats = (lookup or _stats)(conn, list(query))
+    scoring = _Scoring.of(stats, query, params)
+    if scoring is None:
+        return []
+    sql = _score_sql(len(scoring.present), "", stats.position, among=True)
+    essential = [stats.found[t][0] for t in scoring.present]
+    rows = conn.execute(
+        sql, {**scoring.params, "limit": len(among), "essential": essential, "among": list(among)}
+    ).fetchall()
+    if owners is not None:
+        owners.update((int(r[0]), int(r[2])) for r in rows)
+    return [(int(r[0]), float(r[1])) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class _Scoring:
+    """A query's known terms (in query order: the order their scores are added), their
+    dfs and weights, and the statement's parameters for them."""
+
+    dfs: dict[str, int]
+    present: list[str]
+    weights: dict[str, float]
+    params: dict[str, object]
+
+    @classmethod
+    def of(cls, stats: TermStats, query: Mapping[str, float], bm25: BM25Params) -> _Scoring | None:
+        """None when no term of ``query`` is in the vault (or the vault is empty)."""
+        dfs = {t: df for t, (_, df) in stats.found.items()}
+        present = [t for t in query if t in dfs]
+        if not present or stats.n == 0:
+            return None
+        weights = {t: idf(stats.n, dfs[t]) * query[t] for t in present}
+        params: dict[str, object] = {
+            "k1": bm25.k1,
+            "b": bm25.b,
+            "avg": stats.avg,
+            **{f"t{i}": stats.found[t][0] for i, t in enumerate(present)},
+            **{f"w{i}": weights[t] for i, t in enumerate(present)},
+        }
+        return cls(dfs, present, weights, params)
 
 
 def _unseen(

@@ -3,6 +3,7 @@ search against Postgres with a real Model2Vec model."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from retriever.feedback import (
     expanded,
     wanted,
 )
-from retriever.lexical import BM25Params
+from retriever.lexical import BM25Params, bm25_search, query_terms
 from retriever.ranking import Arms
 from retriever.search import Scope
 from tests.conftest import AppFactory
@@ -193,6 +194,59 @@ def test_feedback_finds_the_note_in_the_vaults_words_that_bm25_alone_misses(
     assert plain == {"Crash recovery.md"}
     fed, _ = _lexical_notes(stash_app, Feedback())
     assert {"Crash recovery.md", "Stash reference.md"} <= fed
+
+
+def _expansions(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, float]]:
+    """From now on, every expanded query (one entry per expansion)."""
+    from retriever import search
+
+    made: list[dict[str, float]] = []
+    real = search.expanded
+
+    def spy(*args, **kw):  # type: ignore[no-untyped-def]
+        made.append(real(*args, **kw))
+        return made[-1]
+
+    monkeypatch.setattr(search, "expanded", spy)
+    return made
+
+
+def test_feedback_reranks_the_arms_candidates_with_the_searchs_own_scores(
+    stash_app: Retriever, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The expanded query re-ranks the plain BM25 list and the semantic one: each of their
+    chunks scores what BM25 over the whole vault gives it, best first; a chunk in neither
+    list is not searched for (here the lists are cut to one chunk to show it)."""
+    from retriever import search
+
+    made = _expansions(monkeypatch)
+    searched: list[Mapping[str, float]] = []
+    real_search = search.bm25_search
+
+    def spy(conn, query, **kw):  # type: ignore[no-untyped-def]
+        searched.append(dict(query))
+        return real_search(conn, query, **kw)
+
+    monkeypatch.setattr(search, "bm25_search", spy)
+    full, _ = _gather(stash_app, [QUERY], Feedback())
+    assert searched == [query_terms(QUERY)]  # the plain query only: the expanded one re-ranks
+    with stash_app.db.connection() as conn:
+        whole = bm25_search(conn, made.pop(), limit=1000)
+        conn.rollback()
+    assert list(full.lexical[0].items()) == whole[: search.ARM_DEPTH]  # every chunk a candidate
+
+    monkeypatch.setattr(search, "ARM_DEPTH", 1)
+    monkeypatch.setattr(search, "FEEDBACK_DEPTH", 1)
+    cut, paths = _gather(stash_app, [QUERY], Feedback())
+    with stash_app.db.connection() as conn:
+        whole = bm25_search(conn, made.pop(), limit=1000)
+        conn.rollback()
+    plain, _ = _gather(stash_app, [QUERY], None)
+    candidates = {*plain.lexical[0], *cut.semantic[0]}
+    assert {paths[cut.doc_of[c]] for c in candidates} == {"Crash recovery.md"}
+    assert list(cut.lexical[0].items()) == whole[:1]
+    missed = [c for c, _ in whole if c not in candidates]
+    assert [paths[full.doc_of[c]] for c in missed] == ["Stash reference.md"]  # not searched for
 
 
 def _fed_passages(monkeypatch: pytest.MonkeyPatch) -> list[list[frozenset[str]]]:

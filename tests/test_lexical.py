@@ -16,6 +16,7 @@ from retriever.lexical import (
     BM25Params,
     _score_sql,
     _stats,
+    bm25_rescore,
     bm25_search,
     idf,
     named_words,
@@ -228,6 +229,39 @@ def test_bm25_pruning_is_exact(make_app, tmp_path: Path, lookup: str) -> None:
     assert len(exact) == 10
     assert [c for c, _ in pruned] == [c for c, _ in exact]
     assert [s for _, s in pruned] == [s for _, s in exact]  # the same floats, not close ones
+
+
+@pytest.mark.parametrize("lookup", ["intarray.idx", "array_position"])
+def test_rescoring_gives_the_searchs_own_scores_for_the_chunks_it_is_given(
+    make_app, tmp_path: Path, lookup: str
+) -> None:
+    """Feedback re-ranks a few candidates by its expanded query: each gets exactly the
+    score a search of the whole vault gives it (weighted terms included), best first,
+    and a candidate holding none of the query's terms is left out."""
+    app = _indexed(make_app, tmp_path, {name: body + "\n" for name, body in NOTES.items()})
+    with app.db.connection() as conn:
+        if lookup == "array_position":
+            _without_intarray(conn)
+        ids = dict(
+            conn.execute(
+                "SELECT d.path, c.id FROM chunks c JOIN documents d ON d.id = c.doc_id"
+            ).fetchall()
+        )
+        query = {
+            **query_terms("restic backup nightly"),
+            "nas": 0.4,
+            **dict.fromkeys(query_terms("pruned"), 0.25),
+        }
+        whole = dict(bm25_search(conn, query, limit=100))
+        among = [ids["epsilon.md"], ids["gamma.md"], ids["beta.md"], ids["delta.md"]]
+        owners: dict[int, int] = {}
+        got = bm25_rescore(conn, query, among, owners=owners)
+        assert bm25_rescore(conn, query, []) == []
+        conn.rollback()
+    assert ids["gamma.md"] not in whole  # the bread note holds none of the terms
+    expected = sorted(((c, whole[c]) for c in among if c in whole), key=lambda r: (-r[1], r[0]))
+    assert got == expected and len(got) == 3  # the same floats, in the same order
+    assert set(owners) == {c for c, _ in got}
 
 
 def test_bm25_keeps_the_gin_index_when_intarray_is_on_the_search_path(
