@@ -164,6 +164,19 @@ PROSE_PASSWORDS = _cases(
     "Wifi: HomeNet / {s}",
     "**Password:** `{s}`",
     "| Password | {s} |",
+    "ssh admin@nas.lan with password {s}",
+    "Connect using the password {s} for now.",
+    "Je me connecte avec le mot de passe {s}.",
+    "The share is protected with a password of {s}",
+)
+
+# Heroku and others issue API keys as UUIDs: one after an explicit label is a secret.
+PROSE_UUID_KEYS = _cases(
+    "secret",
+    lambda rng: str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+    "My Heroku API key is {s}",
+    "The auth token was {s}.",
+    "heroku api key: {s}",
 )
 
 # No separator: the value must look like no word of a sentence ever does.
@@ -250,6 +263,7 @@ ALL_CASES = {
         "inline": INLINE_FIELDS,
         "prose": PROSE_PASSWORDS,
         "unseparated": PROSE_UNSEPARATED,
+        "uuid": PROSE_UUID_KEYS,
         "key": KEY_MATERIAL,
         "env": ENV_TOKENS,
         "positional": POSITIONAL,
@@ -318,6 +332,71 @@ def test_value_on_the_line_below_its_label(template: str, make, kind: str, seed:
     value = make(rng)
     note = HEAD + template.replace("{s}", value) + TAIL
     assert redact(note) == (expected(note, [value], kind), Counter({kind: 1}))
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "ssh root@10.0.0.2 with password {s}",
+        "connect using the password {s} for now",
+        "je me connecte avec le mot de passe {s}",
+        "The share is protected with a password of {s}.",
+    ],
+)
+def test_a_password_after_with_is_judged_as_after_a_separator(template: str) -> None:
+    """A word and a number (what people pick) is too plain to take after a bare label
+    ("password toor1234"), but "with password" says a value follows."""
+    for value in ("toor1234", "Tigerlily77"):
+        note = HEAD + template.replace("{s}", value) + TAIL
+        assert redact(note) == (expected(note, [value], "password"), Counter(password=1))
+
+
+@pytest.mark.parametrize(
+    ("snippet", "value"),
+    [
+        ("The router password is tO%aLKQh8w6Q9f3 until Monday.", "tO%aLKQh8w6Q9f3"),
+        ("le mot de passe est en#Vu83kPq.", "en#Vu83kPq"),
+        ("The password was changed to: Summer2024!", "Summer2024!"),
+    ],
+)
+def test_a_value_that_starts_like_a_preposition_is_still_the_value(
+    snippet: str, value: str
+) -> None:
+    """ "was changed to X": "to" is a word of its own, never the start of the value."""
+    note = HEAD + snippet + TAIL
+    assert redact(note) == (expected(note, [value], "password"), Counter(password=1))
+
+
+# --------------------------------------------------------------------------- long values
+
+LONG_VALUES = [
+    "The AWS session token is {s} and it expires at noon.",
+    "session token: {s}",
+    "the bearer token was {s}.",
+    "API token:\n\n`{s}`",
+    "restic repo key {s}",
+    "the password is {s}",
+    "login: admin / {s}",
+    "user admin pass {s}",
+]
+
+
+@pytest.mark.parametrize("length", [250, 1200])
+@pytest.mark.parametrize("template", LONG_VALUES)
+def test_a_value_longer_than_what_is_judged_is_redacted_to_its_end(
+    template: str, length: int
+) -> None:
+    """Values are judged on their first 200 characters; the redaction still runs to the
+    value's end (an AWS session token is about 800 characters). The cut falls on a dot,
+    which a value's end would lose to trimming."""
+    rng = random.Random(f"{template}/{length}")
+    value = rand(rng, 199, ALNUM + "-_") + "." + rand(rng, length - 200, ALNUM + "-_")
+    note = HEAD + template.replace("{s}", value) + TAIL
+    out, counts = redact(note)
+    left = [value[i : i + 16] for i in range(0, len(value) - 16, 8) if value[i : i + 16] in out]
+    assert not left, (template, out)
+    assert sum(counts.values()) == 1 and out.count("[REDACTED:") == 1
+    assert out.count("\n") == note.count("\n") and out.startswith(HEAD) and out.endswith(TAIL)
 
 
 # --------------------------------------------------------------------------- Kubernetes
@@ -438,6 +517,10 @@ def keep_cases() -> dict[str, str]:
         "commit": f"the password fix landed in {sha40}",
         "fingerprint": f"encryption key fingerprint: {sha64}",
         "key_id": f"backup key id {uuid.uuid4()}",
+        "api_key_id": f"The API key ID is {uuid.UUID(int=rng.getrandbits(128), version=4)}",
+        "token_uuid": f"the token is {uuid.UUID(int=rng.getrandbits(128), version=4)}",
+        "with_password_words": "Log in with password authentication disabled, keys only.",
+        "with_password_or": "Sign in with password or passkey.",
         "token_hash": f"token hash: {sha64}",
         "recovery_id": "recovery key ID: 4C7A1B2E",
         "date": "the master key was rotated on 2024-01-31",
@@ -497,6 +580,10 @@ PATHOLOGICAL: dict[str, str] = {
     "unbalanced_parens": "SECRET_KEY=a" + ")" * 100_000,
     "separators_run": "-_." * 70_000,
     "lead_like_runs": "dp." * 50_000 + "x",
+    # every label's value passes its check and runs to the line's end (read once)
+    "long_values_one_line": "password→Summer2024!," * 50_000,
+    "long_login_pairs": "creds:admin/Summer2024!," * 40_000,
+    "long_value_lines": ("the token is " + "Ab1x" * 50_000 + "\n") * 3,
 }
 
 

@@ -32,6 +32,8 @@ _LOGIN_PAIR = re.compile(
     rf"|[ \t]*[,;]?[ \t]+(?:{_PAIR_PW})(?:[ \t]*[:=][ \t]*|[ \t]+))"
     r"[`\"'*]*(?P<v>[^\s`\"'*<>|]{1,200})"
 )
+# Judged on its first 200 characters, redacted to its end (as prose.value_end).
+_VALUE_REST = re.compile(r"[^\s`\"'*<>|]*")
 _LOGIN_HINTS = (
     "login",
     "user",
@@ -47,24 +49,31 @@ _LOGIN_HINTS = (
 _PAIR_HINTS = ("/", ":", "pass", "pw", "mdp")
 
 
-def _pair_edit(text: str, m: re.Match[str]) -> Edit | None:
-    vs = m.start("v")
-    v = text[vs : m.end("v")].rstrip(VALUE_TRIM)
+def _pair_edit(text: str, m: re.Match[str], end: int) -> Edit | None:
+    vs, read = m.start("v"), m.end("v")
+    v = text[vs:read].rstrip(VALUE_TRIM)
     if text.startswith(MARK, vs) or not v or not password_ok(v, False):
         return None
+    if read - vs >= 200:  # cut at 200 characters: redact the rest of it too
+        rest = _VALUE_REST.match(text, read, end)
+        v = text[vs : rest.end() if rest else read].rstrip(VALUE_TRIM)
     return vs, vs + len(v), marker("password")
 
 
 def redact_logins(note: Note, counts: Counter[str]) -> str:
     text, low = note.text, note.low
     edits: list[Edit] = []
+    covered = 0  # where the last value redacted ends: a pair starting before it is inside it
     for start, end in note.lines(_LOGIN_HINTS):
         if not any(low.find(h, start, end) >= 0 for h in _PAIR_HINTS):
             continue
         for m in _LOGIN_PAIR.finditer(low, start, end):
-            edit = _pair_edit(text, m)
+            if m.start() < covered:
+                continue
+            edit = _pair_edit(text, m, end)
             if edit is not None:
                 edits.append(edit)
+                covered = edit[1]
     return keep_first(text, edits, counts)
 
 

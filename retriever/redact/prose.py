@@ -4,7 +4,8 @@ A *label* names the secret ("the Wi-Fi password", "mot de passe", "restic repo k
 token"); a few qualifying words may follow ("for the guest network", "du NAS", "(router)"),
 then a *separator* (``:``, ``=``, ``::``, ``→``, a table's ``|``, "is", "was changed to",
 "est", "c'est"...) and the value. Without a separator only a value that could not be prose
-is taken ("Wi-Fi HomeNet password violet-rocket-maple-42").
+is taken ("Wi-Fi HomeNet password violet-rocket-maple-42"), unless "with" or "using" comes
+before the label ("ssh root@nas with password toor1234"): that reads as a separator.
 
 Each label has a tier that says what its value must look like (:mod:`prose_values`):
 ``password`` (passphrases, human passwords, random characters), ``key`` (base64 or hex key
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from retriever.redact.assign import VETO_LAST
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
 from retriever.redact.prose_values import key_material_ok, password_ok, token_ok
-from retriever.redact.values import HEXLIKE
+from retriever.redact.values import HEXLIKE, UUID
 
 SPACES = r"[ \t]+"  # a space between the words of a label
 _PW_LABEL = (
@@ -119,13 +120,19 @@ _VERB = (
 _SEP = (
     r"(?:[ \t]*(?P<sep>::|:=|=>|->|→|:(?![/\\])|[=|–—])|[ \t]+-(?=[ \t])(?P<dash>)"
     rf"|[ \t]+(?P<verb>(?:{_VERB})(?:{SPACES}(?:now|still|maintenant|toujours|d[ée]sormais))?"
-    r"(?:" + SPACES + r"(?:to|en|à|pour|:))?)(?![\w-]))"
+    # "changed to X": the preposition is a word of its own ("to%aB…" is a value)
+    r"(?:" + SPACES + r"(?:(?:to|en|à|pour)(?=[ \t:])|:))?)(?![\w-]))"
 )
 # A bold or italic label may close its emphasis first: "**Mot de passe** : …".
 _AFTER_SEP = re.compile(r"(?:\*\*|__|\*|_)?" + _QUALIFIER + _SEP + r"[ \t]*:?[ \t]*", re.IGNORECASE)
 _OPENERS = "`\"'*“«‘([_"
 _VALUE = re.compile(r"[^\s`\"'*”»’<>|]{1,200}")
 VALUE_TRIM = ".,;:)]}\"'`*”»’"
+# A value is judged on its first 200 characters (enough for every check, and bounded work
+# per label) but redacted to the end of its run: an AWS session token or a long JWT must
+# not leave its tail behind. Each run is read once: a label inside a redacted value is
+# skipped (see redact_prose).
+_VALUE_REST = re.compile(r"[^\s`\"'*”»’<>|]*")
 # What may follow a label that ends its line: a colon, emphasis, a closing bracket.
 # Each run of blanks follows a token it needs: no two runs can split one (linear time).
 _LABEL_TAIL = re.compile(
@@ -133,7 +140,7 @@ _LABEL_TAIL = re.compile(
 )
 # A line holding one token (in a list, a quote, backticks): a value under its label.
 _LONE_VALUE = re.compile(
-    r"[ \t]*(?:[-*+>][ \t]+)?[`\"'«“*]*[ \t]*(?P<v>[^\s`\"'»”*<>|]{1,200})[`\"'»”*]*[ \t]*\r?"
+    r"[ \t]*(?:[-*+>][ \t]+)?[`\"'«“*]*[ \t]*(?P<v>[^\s`\"'»”*<>|]+)[`\"'»”*]*[ \t]*\r?"
 )
 # Google's app passwords, as Google shows them: "abcd efgh ijkl mnop".
 _FOUR_WORDS = r"(?P<v>[a-z]{4}(?: [a-z]{4}){3})"
@@ -154,6 +161,14 @@ def _app_label(text: str, label: re.Match[str]) -> bool:
 
 # Up to three words after a label with no separator: "mdp wifi X", "password X".
 _NEXT_WORD = re.compile(r"[ \t]+([^\s]{1,200})")
+# "ssh root@nas with password X", "connect using the password X", "avec le mot de passe X":
+# the preposition says a value follows, as a separator would.
+_WITH = re.compile(
+    r"(?:^|[ \t(])(?:with|using|use|via|avec)[ \t]+"
+    r"(?:(?:the|a|its|their|my|this|that|le|un|son|leur|ce)[ \t]+)?\Z",
+    re.IGNORECASE,
+)
+_OF = re.compile(r"[ \t]+(?:of|de)(?=[ \t])", re.IGNORECASE)
 
 _Check = Callable[[str, bool], bool]
 CHECKS: dict[str, tuple[str, _Check]] = {
@@ -162,12 +177,14 @@ CHECKS: dict[str, tuple[str, _Check]] = {
     "token": ("secret", token_ok),
     # "key: <sha256>" is a hash far more often than a key: base64 only.
     "weak_key": ("secret", lambda v, _: not HEXLIKE.fullmatch(v) and key_material_ok(v, True)),
-    "weak_token": ("secret", lambda v, _: token_ok(v, False)),
+    # A bare "token"/"secret" names ids and nonces too: no UUID there.
+    "weak_token": ("secret", lambda v, _: not UUID.fullmatch(v) and token_ok(v, False)),
 }
 
 
-def _take_value(text: str, pos: int, end: int) -> tuple[int, str] | None:
-    """The value starting at ``pos`` (past opening quotes and emphasis), trimmed."""
+def _take_value(text: str, pos: int, end: int) -> tuple[int, str, int] | None:
+    """The value starting at ``pos`` (past opening quotes and emphasis), trimmed: (start,
+    its first 200 characters, where they were read to; see ``value_end``)."""
     while pos < end and (text[pos] in _OPENERS or text[pos] in " \t"):
         pos += 1
     m = _VALUE.match(text, pos, end)
@@ -176,7 +193,17 @@ def _take_value(text: str, pos: int, end: int) -> tuple[int, str] | None:
     value = m.group().rstrip(VALUE_TRIM)
     if value.endswith(("!", "?")) and not value.rstrip("!?"):
         return None
-    return pos, value
+    return pos, value, m.end()
+
+
+def value_end(text: str, pos: int, read: int, end: int) -> int:
+    """Where the redaction of the value read from ``pos`` to ``read`` (at most 200
+    characters) ends: past the rest of its run when it was cut there, trailing punctuation
+    left out. Only for a value that passed its check: each run is then read once."""
+    if read - pos >= 200:
+        rest = _VALUE_REST.match(text, read, end)
+        read = rest.end() if rest else read
+    return pos + len(text[pos:read].rstrip(VALUE_TRIM))
 
 
 def _labelled_edit(text: str, label: re.Match[str], end: int) -> Edit | None:
@@ -195,13 +222,27 @@ def _labelled_edit(text: str, label: re.Match[str], end: int) -> Edit | None:
         found = _take_value(text, after.end(), end)
         if found is None or not ok(found[1], False):
             return None
-        return found[0], found[0] + len(found[1]), marker(kind)
+        return found[0], value_end(text, found[0], found[2], end), marker(kind)
     if tier.startswith("weak"):
         return None
     app = _app_password(text, label, label.end(), end, kind)
     if app is not None:  # "Gmail app password abcd efgh ijkl mnop"
         return app
+    if tier == "password" and _WITH.search(text, max(0, label.start() - 24), label.start()):
+        return _after_with(text, label, end, ok)
     return _unseparated_edit(text, label, end, kind, ok)
+
+
+def _after_with(text: str, label: re.Match[str], end: int, ok: _Check) -> Edit | None:
+    """ "with password X", "with a password of X": the next word, judged as after a
+    separator."""
+    pos = label.end()
+    of = _OF.match(text, pos, end)
+    m = _NEXT_WORD.match(text, of.end() if of else pos, end)
+    found = _take_value(text, m.start(1), end) if m is not None else None
+    if found is None or not ok(found[1], False):
+        return None
+    return found[0], value_end(text, found[0], found[2], end), marker("password")
 
 
 def _edit_below(text: str, label: re.Match[str], tail: str, end: int, tier: str) -> Edit | None:
@@ -217,7 +258,7 @@ def _edit_below(text: str, label: re.Match[str], tail: str, end: int, tier: str)
         if app is not None:  # "App password:" and the four words below
             return app.start("v"), app.end("v"), marker(kind)
     found = _next_line_value(text, below)
-    if found is None or not ok(found[1], not explicit):
+    if found is None or not ok(found[1][:200], not explicit):
         return None
     return found[0], found[0] + len(found[1]), marker(kind)
 
@@ -271,7 +312,7 @@ def _unseparated_edit(
         word = m.group(1)
         found = _take_value(text, m.start(1), end)
         if found is not None and ok(found[1], True):
-            return found[0], found[0] + len(found[1]), marker(kind)
+            return found[0], value_end(text, found[0], found[2], end), marker(kind)
         if not word.isalpha() or word.lower() in VETO_LAST:
             return None  # only plain words ("wifi", "for", "du") stand between
         pos = m.end()
@@ -289,9 +330,13 @@ def redact_prose(note: Note, counts: Counter[str]) -> str:
     """Credentials written as sentences: "the wifi password is …", "clé de chiffrement : …"."""
     text, low = note.text, note.low
     edits: list[Edit] = []
+    covered = 0  # where the last value redacted ends: a label before it is inside it
     for start, end in label_lines(note):
         for label in LABEL_RE.finditer(low, start, end):
+            if label.start() < covered:
+                continue
             edit = _labelled_edit(text, label, end)
             if edit is not None:
                 edits.append(edit)
+                covered = max(covered, edit[1])
     return keep_first(text, edits, counts)
