@@ -488,13 +488,14 @@ class Searcher:
         read); ``feedback``: for the queries it applies to, the query expanded with the
         semantic arm's nearest passages (see retriever.feedback) re-ranks, by BM25, the
         candidates of both arms: the plain BM25 list (FEEDBACK_DEPTH deep) and the semantic
-        one. The plain BM25 runs beside the semantic arm as for any query, and the
-        re-ranking scores at most a few hundred chunks. Searching the whole vault for the
-        expanded query instead waited for the semantic arm, then scored every chunk holding
-        one of the ten added words: p50 of a whole search 1.16-1.20x that without feedback
-        against 1.05-1.08x re-ranking (Dendron, MiniLM), 1.61-1.64x against 1.13-1.17x
-        (win32-17k, forced on). What it gives up: a chunk in neither list that the added
-        words alone would lift (see FEEDBACK_DEPTH)."""
+        one (a query none of whose words the vault holds gets none: the added words alone
+        would echo the semantic arm). The plain BM25 runs beside the semantic arm as for
+        any query, and the re-ranking scores at most FEEDBACK_DEPTH + ARM_DEPTH chunks.
+        Searching the whole vault for the expanded query instead waited for the semantic
+        arm, then scored every chunk holding one of the ten added words: p50 of a whole
+        search 1.16-1.20x that without feedback against 1.05-1.08x re-ranking (Dendron,
+        MiniLM), 1.61-1.64x against 1.13-1.17x (win32-17k, forced on). What it gives up: a
+        chunk in neither list that the added words alone would lift (see FEEDBACK_DEPTH)."""
         arms = Arms(identifier=any(looks_like_identifier(q) for q in queries))
         lexical = mode in ("hybrid", "lexical")
         semantic = mode in ("hybrid", "semantic") and model is not None and bool(qvecs)
@@ -529,6 +530,8 @@ class Searcher:
         found = beside.result() if beside is not None else None
         arms.title, arms.semantic = found if found is not None else others(conn)
         for i in (i for i, f in enumerate(fed) if f):
+            if not arms.lexical[i]:  # none of its words in the vault: the added ones alone
+                continue  # would only echo the semantic arm
             terms = _fed_terms(conn, own[i], list(arms.semantic[i]), lookup)
             added = len(terms) > len(own[i])
             arms.feedback = arms.feedback or added

@@ -3,7 +3,6 @@ search against Postgres with a real Model2Vec model."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from retriever.feedback import (
     expanded,
     wanted,
 )
-from retriever.lexical import BM25Params, bm25_search, query_terms
+from retriever.lexical import BM25Params, query_terms
 from retriever.ranking import Arms
 from retriever.search import Scope
 from tests.conftest import AppFactory
@@ -154,7 +153,11 @@ def stash_app(make_app: AppFactory, tmp_path: Path) -> Retriever:
 
 
 def _gather(
-    app: Retriever, queries: list[str], feedback: Feedback | None, folder: str | None = None
+    app: Retriever,
+    queries: list[str],
+    feedback: Feedback | None,
+    folder: str | None = None,
+    bm25: BM25Params | None = None,
 ) -> tuple[Arms, dict]:
     """The arms of ``queries`` (as a search gathers them, within ``folder``) and every
     note's path by id."""
@@ -168,7 +171,7 @@ def _gather(
         vectors = searcher.query_vectors(embedder, queries)
         scope = Scope(*DocFilter.of(folder=folder).sql())
         arms = searcher.gather(
-            conn, queries, "hybrid", model, vectors, scope, BM25Params(), feedback=feedback
+            conn, queries, "hybrid", model, vectors, scope, bm25 or BM25Params(), feedback=feedback
         )
         paths = dict(conn.execute("SELECT id, path FROM documents").fetchall())
         conn.rollback()
@@ -212,41 +215,66 @@ def _expansions(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, float]]:
 
 
 def test_feedback_reranks_the_arms_candidates_with_the_searchs_own_scores(
-    stash_app: Retriever, monkeypatch: pytest.MonkeyPatch
+    make_app: AppFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The expanded query re-ranks the plain BM25 list and the semantic one: each of their
-    chunks scores what BM25 over the whole vault gives it, best first; a chunk in neither
-    list is not searched for (here the lists are cut to one chunk to show it)."""
+    """The expanded query re-ranks the plain BM25 list (FEEDBACK_DEPTH deep) and the
+    semantic one: each candidate scores what BM25 over the whole vault gives it, best
+    first, ARM_DEPTH of them. Cut to one chunk per arm, the editor note is a candidate only
+    through BM25, and a chunk in neither list is not searched for."""
     from retriever import search
 
+    editor = "# Editor themes\n\nThe editor has a dark theme and a light one, in settings.\n"
+    app = _vault_app(make_app, tmp_path, {**NOTES, "Editor themes.md": editor})
     made = _expansions(monkeypatch)
-    searched: list[Mapping[str, float]] = []
-    real_search = search.bm25_search
+    searched: list[tuple[dict[str, float], int]] = []
+    reranked: list[list[int]] = []
+    real_search, real_rescore = search.bm25_search, search.bm25_rescore
 
-    def spy(conn, query, **kw):  # type: ignore[no-untyped-def]
-        searched.append(dict(query))
+    def search_spy(conn, query, **kw):  # type: ignore[no-untyped-def]
+        searched.append((dict(query), kw["limit"]))
         return real_search(conn, query, **kw)
 
-    monkeypatch.setattr(search, "bm25_search", spy)
-    full, _ = _gather(stash_app, [QUERY], Feedback())
-    assert searched == [query_terms(QUERY)]  # the plain query only: the expanded one re-ranks
-    with stash_app.db.connection() as conn:
-        whole = bm25_search(conn, made.pop(), limit=1000)
+    def rescore_spy(conn, query, among, **kw):  # type: ignore[no-untyped-def]
+        reranked.append(list(among))
+        return real_rescore(conn, query, among, **kw)
+
+    monkeypatch.setattr(search, "bm25_search", search_spy)
+    monkeypatch.setattr(search, "bm25_rescore", rescore_spy)
+    bm25 = BM25Params(k1=0.9, b=0.4)  # the search's own parameters, not the defaults
+    code = "git_stash apply"
+    full, _ = _gather(app, [QUERY, code], Feedback(), bm25=bm25)
+    # The plain queries only, the one with feedback deeper: the expanded one re-ranks.
+    assert searched == [
+        (query_terms(QUERY), search.FEEDBACK_DEPTH),
+        (query_terms(code), search.ARM_DEPTH),
+    ]
+    with app.db.connection() as conn:
+        whole = real_search(conn, made.pop(), limit=1000, params=bm25)
+        path_of = dict(
+            conn.execute(
+                "SELECT c.id, d.path FROM chunks c JOIN documents d ON d.id = c.doc_id"
+            ).fetchall()
+        )
         conn.rollback()
     assert list(full.lexical[0].items()) == whole[: search.ARM_DEPTH]  # every chunk a candidate
 
     monkeypatch.setattr(search, "ARM_DEPTH", 1)
-    monkeypatch.setattr(search, "FEEDBACK_DEPTH", 1)
-    cut, paths = _gather(stash_app, [QUERY], Feedback())
-    with stash_app.db.connection() as conn:
-        whole = bm25_search(conn, made.pop(), limit=1000)
+    monkeypatch.setattr(search, "FEEDBACK_DEPTH", 2)
+    searched.clear()
+    cut, _ = _gather(app, [QUERY], Feedback(), bm25=bm25)
+    with app.db.connection() as conn:
+        whole = real_search(conn, made.pop(), limit=1000, params=bm25)
+        plain = real_search(conn, query_terms(QUERY), limit=2, params=bm25)
         conn.rollback()
-    plain, _ = _gather(stash_app, [QUERY], None)
-    candidates = {*plain.lexical[0], *cut.semantic[0]}
-    assert {paths[cut.doc_of[c]] for c in candidates} == {"Crash recovery.md"}
-    assert list(cut.lexical[0].items()) == whole[:1]
-    missed = [c for c, _ in whole if c not in candidates]
-    assert [paths[full.doc_of[c]] for c in missed] == ["Stash reference.md"]  # not searched for
+    candidates = {c for c, _ in plain} | set(cut.semantic[0])
+    assert set(reranked[-1]) == candidates
+    only_bm25 = {path_of[c] for c, _ in plain if c not in cut.semantic[0]}
+    assert only_bm25 == {"Editor themes.md"}
+    scores = dict(whole)
+    ranked = sorted(((c, scores[c]) for c in candidates), key=lambda r: (-r[1], r[0]))
+    assert len(ranked) == 2 and list(cut.lexical[0].items()) == ranked[:1]
+    missed = [path_of[c] for c, _ in whole if c not in candidates]
+    assert missed == ["Stash reference.md"]  # the added words reach it: not searched for
 
 
 def _fed_passages(monkeypatch: pytest.MonkeyPatch) -> list[list[frozenset[str]]]:
@@ -325,6 +353,18 @@ def test_a_query_of_stopwords_only_is_not_expanded(stash_app: Retriever) -> None
     arms, _ = _gather(stash_app, ["what is this about"], Feedback())
     plain, _ = _gather(stash_app, ["what is this about"], None)
     assert not arms.feedback and arms.lexical == plain.lexical == [{}]
+
+
+def test_a_query_none_of_whose_words_the_vault_holds_is_not_expanded(
+    make_app: AppFactory, tmp_path: Path
+) -> None:
+    """ "zeppelin" is only in a See also section (no passage holds it; the model, made from
+    the notes' text, knows it): the plain BM25 finds nothing, and the added words alone
+    would only echo the semantic arm."""
+    see_also = "# Bicycle\n\nPump the tyres and oil the chain.\n\n## See also\n\nzeppelin rides\n"
+    app = _vault_app(make_app, tmp_path, {**NOTES, "Bicycle.md": see_also})
+    arms, _ = _gather(app, ["zeppelin"], Feedback())
+    assert arms.semantic[0] and arms.lexical == [{}] and not arms.feedback
 
 
 def test_the_policy_decides_per_search_and_auto_leaves_a_static_model_alone(

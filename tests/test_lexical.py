@@ -252,16 +252,18 @@ def test_rescoring_gives_the_searchs_own_scores_for_the_chunks_it_is_given(
             "nas": 0.4,
             **dict.fromkeys(query_terms("pruned"), 0.25),
         }
-        whole = dict(bm25_search(conn, query, limit=100))
-        among = [ids["epsilon.md"], ids["gamma.md"], ids["beta.md"], ids["delta.md"]]
+        params = BM25Params(k1=0.9, b=0.4)
+        whole = dict(bm25_search(conn, query, limit=100, params=params))
+        among = [ids[n] for n in ("epsilon.md", "beta.md", "delta.md", "alpha.md")]
         owners: dict[int, int] = {}
-        got = bm25_rescore(conn, query, among, owners=owners)
+        got = bm25_rescore(conn, query, among, params=params, owners=owners)
+        bread = bm25_rescore(conn, query, [ids["gamma.md"]], params=params)
         assert bm25_rescore(conn, query, []) == []
         conn.rollback()
-    assert ids["gamma.md"] not in whole  # the bread note holds none of the terms
-    expected = sorted(((c, whole[c]) for c in among if c in whole), key=lambda r: (-r[1], r[0]))
-    assert got == expected and len(got) == 3  # the same floats, in the same order
-    assert set(owners) == {c for c, _ in got}
+    assert ids["gamma.md"] not in whole and bread == []  # the bread note holds no term
+    expected = sorted(((c, whole[c]) for c in among), key=lambda r: (-r[1], r[0]))
+    assert got == expected and len(got) == 4  # the same floats, in the same order
+    assert set(owners) == set(among)
 
 
 def test_bm25_keeps_the_gin_index_when_intarray_is_on_the_search_path(
