@@ -473,6 +473,49 @@ def test_credential_columns_of_a_table() -> None:
     assert counts == Counter({"password": 2, "secret": 1})
 
 
+@pytest.mark.parametrize("seed", SEEDS)
+def test_login_pairs_in_a_credentials_column(seed: int) -> None:
+    """A column headed "Credentials" (or "User / Password") holds login pairs: the part
+    after the user is judged as after "login: admin /"; user names alone, words and
+    links in such a column stay."""
+    rng = random.Random(f"pairs/{seed}")
+    pw1, pw2, pw3 = human_password(rng), random_password(rng), passphrase(rng)
+    note = "\n".join(
+        [
+            "| Service | Credentials | Notes |",
+            "| --- | --- | --- |",
+            f"| Router | admin / {pw1} | sticker |",
+            f"| NAS | bob:{pw2} | |",
+            "| Printer | see the vault | |",
+            "| Wiki | admin / admin | default |",
+            "| Blog | https://blog.example.com | |",
+            "",
+            "| Host | User / Password |",
+            "|---|---|",
+            f"| db1 | `postgres / {pw3}` |",
+            "",
+            "| Site | Login | Access |",
+            "|---|---|---|",
+            "| GitHub | octocat | read/write |",
+            "",
+        ]
+    )
+    out, counts = redact(HEAD + note + TAIL)
+    assert out == HEAD + expected(note, [pw1, pw2, pw3], "password") + TAIL
+    assert counts == Counter({"password": 3})
+
+
+def test_every_row_of_a_long_password_table() -> None:
+    """An export from a password manager can run to thousands of rows: none is left."""
+    rng = random.Random(5)
+    values = [human_password(rng) for _ in range(1200)]
+    rows = [f"| site{i} | user{i} | {v} |" for i, v in enumerate(values)]
+    note = "\n".join(["| Site | User | Password |", "| --- | --- | --- |", *rows, ""])
+    out, counts = redact(note)
+    assert out == expected(note, values, "password")
+    assert counts == Counter({"password": 1200})
+
+
 # --------------------------------------------------------------------------- keep-list
 
 
@@ -583,6 +626,9 @@ PATHOLOGICAL: dict[str, str] = {
     # every label's value passes its check and runs to the line's end (read once)
     "long_values_one_line": "password→Summer2024!," * 50_000,
     "long_login_pairs": "creds:admin/Summer2024!," * 40_000,
+    # every line a header over the rest: each row is read under one header only
+    "table_headers": "| Password |\n|---|\n" * 25_000,
+    "pair_headers": "| creds |\n|---|\n" * 25_000,
     "long_value_lines": ("the token is " + "Ab1x" * 50_000 + "\n") * 3,
 }
 

@@ -7,7 +7,10 @@
 
 Each cell of such a column is judged as a value written after its label would be (a
 passphrase, a human password, random characters, key material); other columns are left
-alone. A row that pairs a label with its value (``| Password | … |``) is prose's job.
+alone. A column of login pairs ("Credentials", "User / Password": ``admin / secret``,
+``bob:secret``) has the part after the user judged the same way. Every row is read, to the
+table's end, once: a row that looks like a header again is not read twice. A row that
+pairs a label with its value (``| Password | … |``) is prose's job.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import re
 from collections import Counter
 
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
-from retriever.redact.prose import CHECKS, LABEL_RE, label_lines
+from retriever.redact.prose import CHECKS, LABEL_RE, VALUE_TRIM, label_lines
 
 _PIPE = re.compile(r"(?<!\\)\|")
 # GFM: a delimiter cell is one hyphen or more (`|--|`, `| - |`, `|:-|` are tables too).
@@ -30,8 +33,17 @@ _ACCOUNT_HEADERS = frozenset(
     """user username login account email e-mail site service host server name compte
     utilisateur identifiant identifiants site web""".split()
 )
+# Header cells of a column of login pairs ("admin / secret", "bob:secret"): the part after
+# the user is judged as "login: admin / …" in prose is. A cell without a pair (a user name
+# alone, "see the vault") is left alone.
+_PAIR_HEADER = re.compile(
+    r"(?:credentials?|creds|logins?|identifiants?|acc[eè]s"
+    r"|(?:user(?:name)?|login|account|compte|identifiants?|utilisateur)[ \t]*/[ \t]*"
+    r"(?:pass(?:word)?|pwd|pw|mdp|mot de passe))"
+)
+_PAIR_HINTS = ("cred", "login", "identifiant", "accès", "acces")
+_CELL_PAIR = re.compile(r"[\w@.+-]{1,64}[ \t]*(?:/|:)[ \t]*[`\"'*]*(?P<v>[^\s`\"'*<>|/]{1,200})")
 _CELL_TRIM = " \t*_`\"'"
-_MAX_ROWS = 500
 
 
 def _cells(text: str, start: int, end: int) -> list[tuple[int, int]]:
@@ -72,31 +84,43 @@ def _credential_columns(note: Note, start: int, end: int) -> dict[int, str]:
             out[i] = m.lastgroup
         elif note.low[a:b] in _PASSWORD_HEADERS and headers & _ACCOUNT_HEADERS:
             out[i] = "password"
+        elif _PAIR_HEADER.fullmatch(note.low, a, b):
+            out[i] = "pair"
     return out
 
 
-def _column_edits(note: Note, header: tuple[int, int]) -> list[Edit]:
+def _column_edits(note: Note, header: tuple[int, int]) -> tuple[list[Edit], int]:
+    """The edits of the table under ``header``, and where the rows read end (the header's
+    end when it heads no table with a credential column)."""
     text = note.text
     columns = _credential_columns(note, *header)
     delim = _next_line(text, header[1])
     if not columns or delim is None or not _DELIMITER.fullmatch(text, *delim):
-        return []
+        return [], header[1]
     edits: list[Edit] = []
     row = _next_line(text, delim[1])
-    for _ in range(_MAX_ROWS):
-        if row is None or "|" not in text[row[0] : row[1]]:
-            break
+    read = delim[1]
+    # Every row to the table's end, however many: the caller never reads them again.
+    while row is not None and "|" in text[row[0] : row[1]]:
+        read = row[1]
         cells = _cells(text, *row)
         for i, tier in columns.items():
             if i >= len(cells):
                 continue
             a, b = cells[i]
+            if tier == "pair":  # "admin / secret": the secret
+                pair = _CELL_PAIR.fullmatch(text, a, b)
+                if pair is None:
+                    continue
+                a = pair.start("v")
+                b = a + len(pair.group("v").rstrip(VALUE_TRIM))
+                tier = "password"
             value = text[a:b]
             kind, ok = CHECKS[tier]
             if value and " " not in value and not value.startswith(MARK) and ok(value, False):
                 edits.append((a, b, marker(kind)))
         row = _next_line(text, row[1])
-    return edits
+    return edits, read
 
 
 def redact_tables(note: Note, counts: Counter[str]) -> str:
@@ -104,7 +128,10 @@ def redact_tables(note: Note, counts: Counter[str]) -> str:
     if "|" not in text or "-" not in text:
         return text
     edits: list[Edit] = []
-    for start, end in label_lines(note):
-        if text.find("|", start, end) >= 0:
-            edits += _column_edits(note, (start, end))
+    headers = sorted(set(label_lines(note)) | set(note.lines(_PAIR_HINTS)))
+    read = -1  # where the rows of the last table read end: no header or row in there again
+    for start, end in headers:
+        if start > read and text.find("|", start, end) >= 0:
+            found, read = _column_edits(note, (start, end))
+            edits += found
     return keep_first(text, edits, counts)
