@@ -165,7 +165,7 @@ PROSE_PASSWORDS = _cases(
     "**Password:** `{s}`",
     "| Password | {s} |",
     "ssh admin@nas.lan with password {s}",
-    "Connect using the password {s} for now.",
+    "Connect using the password {s}, then run the backup.",
     "Je me connecte avec le mot de passe {s}.",
     "The share is protected with a password of {s}",
 )
@@ -338,14 +338,16 @@ def test_value_on_the_line_below_its_label(template: str, make, kind: str, seed:
     "template",
     [
         "ssh root@10.0.0.2 with password {s}",
-        "connect using the password {s} for now",
+        "connect using the password {s}, then sudo",
+        "Then:\nWith password {s}",
         "je me connecte avec le mot de passe {s}",
         "The share is protected with a password of {s}.",
     ],
 )
 def test_a_password_after_with_is_judged_as_after_a_separator(template: str) -> None:
     """A word and a number (what people pick) is too plain to take after a bare label
-    ("password toor1234"), but "with password" says a value follows."""
+    ("password toor1234"), but "with password" says a value follows where its clause
+    ends."""
     for value in ("toor1234", "Tigerlily77"):
         note = HEAD + template.replace("{s}", value) + TAIL
         assert redact(note) == (expected(note, [value], "password"), Counter(password=1))
@@ -365,6 +367,26 @@ def test_a_value_that_starts_like_a_preposition_is_still_the_value(
     """ "was changed to X": "to" is a word of its own, never the start of the value."""
     note = HEAD + snippet + TAIL
     assert redact(note) == (expected(note, [value], "password"), Counter(password=1))
+
+
+@pytest.mark.parametrize(
+    ("note", "values"),
+    [
+        ("the wifi password is Summer2024!;mdp du NAS est Tiger2024!", ["Tiger2024!"]),
+        (
+            "Password:\n```the wifi password is Tiger2024!\nSummer2024!",
+            ["Tiger2024!", "Summer2024!"],
+        ),
+        (f"login: admin / {rand(random.Random(3), 240)};user bob pass Tiger2024!", ["Tiger2024!"]),
+        ("ssh with password for root Tr0ub4dor&3x", ["Tr0ub4dor&3x"]),
+    ],
+    ids=["label_in_value", "label_above_value_below", "pair_in_long_value", "with_then_words"],
+)
+def test_a_value_after_a_redacted_one_is_still_read(note: str, values: list[str]) -> None:
+    """A label inside a value just redacted is part of it, but its own value may lie past
+    it, or the value redacted may be on a line further down."""
+    out, _ = redact(HEAD + note + TAIL)
+    assert not [v for v in values if v in out], out
 
 
 # --------------------------------------------------------------------------- long values
@@ -564,6 +586,15 @@ def keep_cases() -> dict[str, str]:
         "token_uuid": f"the token is {uuid.UUID(int=rng.getrandbits(128), version=4)}",
         "with_password_words": "Log in with password authentication disabled, keys only.",
         "with_password_or": "Sign in with password or passkey.",
+        "with_password_product": "Sign in with password Office365 credentials.",
+        "with_password_policy": "Compliant with password policy2024 rules.",
+        "with_password_fr": "Connexion avec mot de passe Windows10 désactivée.",
+        "api_key_id_before": f"The ID of the API key is {uuid.UUID(int=rng.getrandbits(128), version=4)}",
+        "api_key_uuid_word": f"API key UUID: {uuid.UUID(int=rng.getrandbits(128), version=4)}",
+        "request_id": f"Access token request-id: {uuid.UUID(int=rng.getrandbits(128), version=4)}",
+        "identifiant_fr": f"l'identifiant de la clé API : {uuid.UUID(int=rng.getrandbits(128), version=4)}",
+        "api_key_no_separator": f"Revoked API key {uuid.UUID(int=rng.getrandbits(128), version=4)} today.",
+        "api_key_zero_uuid": "api key: 00000000-0000-0000-0000-000000000000",
         "token_hash": f"token hash: {sha64}",
         "recovery_id": "recovery key ID: 4C7A1B2E",
         "date": "the master key was rotated on 2024-01-31",
@@ -628,6 +659,8 @@ PATHOLOGICAL: dict[str, str] = {
     "long_login_pairs": "creds:admin/Summer2024!," * 40_000,
     # every line a header over the rest: each row is read under one header only
     "table_headers": "| Password |\n|---|\n" * 25_000,
+    # blanks before a long value under its label: read once, not once per split
+    "lone_value_blanks": "Password:\n" + " " * 30_000 + "a1B" * 10_000 + " b\n",
     "pair_headers": "| creds |\n|---|\n" * 25_000,
     "long_value_lines": ("the token is " + "Ab1x" * 50_000 + "\n") * 3,
 }

@@ -63,17 +63,17 @@ def _pair_edit(text: str, m: re.Match[str], end: int) -> Edit | None:
 def redact_logins(note: Note, counts: Counter[str]) -> str:
     text, low = note.text, note.low
     edits: list[Edit] = []
-    covered = 0  # where the last value redacted ends: a pair starting before it is inside it
+    last = (0, 0)  # the last value redacted: a value starting inside it is part of it
     for start, end in note.lines(_LOGIN_HINTS):
         if not any(low.find(h, start, end) >= 0 for h in _PAIR_HINTS):
             continue
         for m in _LOGIN_PAIR.finditer(low, start, end):
-            if m.start() < covered:
+            if last[0] <= m.start("v") < last[1]:
                 continue
             edit = _pair_edit(text, m, end)
             if edit is not None:
                 edits.append(edit)
-                covered = edit[1]
+                last = (edit[0], edit[1])
     return keep_first(text, edits, counts)
 
 

@@ -130,8 +130,8 @@ _VALUE = re.compile(r"[^\s`\"'*”»’<>|]{1,200}")
 VALUE_TRIM = ".,;:)]}\"'`*”»’"
 # A value is judged on its first 200 characters (enough for every check, and bounded work
 # per label) but redacted to the end of its run: an AWS session token or a long JWT must
-# not leave its tail behind. Each run is read once: a label inside a redacted value is
-# skipped (see redact_prose).
+# not leave its tail behind. Each run is read to its end once: a value that starts inside
+# the value redacted last is part of it (see redact_prose).
 _VALUE_REST = re.compile(r"[^\s`\"'*”»’<>|]*")
 # What may follow a label that ends its line: a colon, emphasis, a closing bracket.
 # Each run of blanks follows a token it needs: no two runs can split one (linear time).
@@ -139,8 +139,10 @@ _LABEL_TAIL = re.compile(
     r"[ \t]*(?:(?:\*\*|__|\*|_)[ \t]*)?(?::[ \t]*)?(?:(?:\*\*|__|\*|_)[ \t]*)?\r?"
 )
 # A line holding one token (in a list, a quote, backticks): a value under its label.
+# Blanks only before the opening quotes or after them, never both: two runs of blanks side
+# by side would let a long line be split and read again in as many ways.
 _LONE_VALUE = re.compile(
-    r"[ \t]*(?:[-*+>][ \t]+)?[`\"'«“*]*[ \t]*(?P<v>[^\s`\"'»”*<>|]+)[`\"'»”*]*[ \t]*\r?"
+    r"[ \t]*(?:[-*+>][ \t]+)?(?:[`\"'«“*]+[ \t]*)?(?P<v>[^\s`\"'»”*<>|]+)[`\"'»”*]*[ \t]*\r?"
 )
 # Google's app passwords, as Google shows them: "abcd efgh ijkl mnop".
 _FOUR_WORDS = r"(?P<v>[a-z]{4}(?: [a-z]{4}){3})"
@@ -164,11 +166,24 @@ _NEXT_WORD = re.compile(r"[ \t]+([^\s]{1,200})")
 # "ssh root@nas with password X", "connect using the password X", "avec le mot de passe X":
 # the preposition says a value follows, as a separator would.
 _WITH = re.compile(
-    r"(?:^|[ \t(])(?:with|using|use|via|avec)[ \t]+"
-    r"(?:(?:the|a|its|their|my|this|that|le|un|son|leur|ce)[ \t]+)?\Z",
+    r"(?<![^\s(])(?:with|using|use|via|avec)[ \t]+"
+    r"(?:(?P<art>the|a|an|its|their|my|this|that|le|un|son|leur|ce)[ \t]+)?\Z",
     re.IGNORECASE,
 )
-_OF = re.compile(r"[ \t]+(?:of|de)(?=[ \t])", re.IGNORECASE)
+_OF = re.compile(r"[ \t]+(?:of|de)(?=[ \t])", re.IGNORECASE)  # "with a password of X"
+# A plain value (a word and a number) only where its clause ends: "ssh … with password
+# toor1234", not "sign in with password Office365 credentials".
+_CLAUSE_END = re.compile(r"[ \t]*(?:[.,;:!?)\]]|\r?\Z)")
+# A UUID named as an id, not a secret: "API key UUID:", "request-id:", "the ID of the API
+# key is …", "l'identifiant de la clé API : …".
+_ID_WORDS = frozenset(
+    "id ids uuid guid identifier identifiant request correlation trace name nom".split()
+)
+_ID_BEFORE = re.compile(
+    r"(?<![\w-])(?:id|uuid|guid|identifier|identifiant|name|nom)[ \t]+(?:of|de|du|d['’])"
+    r"(?:[ \t]*(?:the|la|le|l['’]|this|that|your|my)(?![\w-]))?[ \t]*\Z",
+    re.IGNORECASE,
+)
 
 _Check = Callable[[str, bool], bool]
 CHECKS: dict[str, tuple[str, _Check]] = {
@@ -206,7 +221,10 @@ def value_end(text: str, pos: int, read: int, end: int) -> int:
     return pos + len(text[pos:read].rstrip(VALUE_TRIM))
 
 
-def _labelled_edit(text: str, label: re.Match[str], end: int) -> Edit | None:
+Span = tuple[int, int]  # the last value redacted: a value starting inside it is part of it
+
+
+def _labelled_edit(text: str, label: re.Match[str], end: int, last: Span) -> Edit | None:
     tier = label.lastgroup or "password"
     kind, ok = CHECKS[tier]
     tail = _LABEL_TAIL.fullmatch(text, label.end(), end)
@@ -220,7 +238,9 @@ def _labelled_edit(text: str, label: re.Match[str], end: int) -> Edit | None:
         if app is not None:  # "app password: abcd efgh ijkl mnop"
             return app
         found = _take_value(text, after.end(), end)
-        if found is None or not ok(found[1], False):
+        if found is None or _inside(last, found[0]) or not ok(found[1], False):
+            return None
+        if UUID.fullmatch(found[1]) and _named_as_id(text, label, after.group("qual")):
             return None
         return found[0], value_end(text, found[0], found[2], end), marker(kind)
     if tier.startswith("weak"):
@@ -228,19 +248,38 @@ def _labelled_edit(text: str, label: re.Match[str], end: int) -> Edit | None:
     app = _app_password(text, label, label.end(), end, kind)
     if app is not None:  # "Gmail app password abcd efgh ijkl mnop"
         return app
-    if tier == "password" and _WITH.search(text, max(0, label.start() - 24), label.start()):
-        return _after_with(text, label, end, ok)
-    return _unseparated_edit(text, label, end, kind, ok)
+    if tier == "password" and (w := _WITH.search(text, max(0, label.start() - 24), label.start())):
+        edit = _after_with(text, label, end, ok, last, of=w.group("art") in ("a", "an"))
+        if edit is not None:
+            return edit
+    return _unseparated_edit(text, label, end, kind, ok, last)
 
 
-def _after_with(text: str, label: re.Match[str], end: int, ok: _Check) -> Edit | None:
+def _inside(last: Span, pos: int) -> bool:
+    return last[0] <= pos < last[1]
+
+
+def _named_as_id(text: str, label: re.Match[str], qualifier: str) -> bool:
+    """Whether the label names the UUID as an id: "API key UUID:", "request-id:", "the ID
+    of the API key is"."""
+    words = re.split(r"[\s()\[\]'\"`*_-]+", qualifier.lower())
+    before = text[max(0, label.start() - 30) : label.start()]
+    return bool(_ID_WORDS.intersection(words)) or bool(_ID_BEFORE.search(before))
+
+
+def _after_with(
+    text: str, label: re.Match[str], end: int, ok: _Check, last: Span, *, of: bool
+) -> Edit | None:
     """ "with password X", "with a password of X": the next word, judged as after a
-    separator."""
+    separator where its clause ends, else as strictly as with no separator."""
     pos = label.end()
-    of = _OF.match(text, pos, end)
-    m = _NEXT_WORD.match(text, of.end() if of else pos, end)
+    after_of = _OF.match(text, pos, end) if of else None
+    m = _NEXT_WORD.match(text, after_of.end() if after_of else pos, end)
     found = _take_value(text, m.start(1), end) if m is not None else None
-    if found is None or not ok(found[1], False):
+    if found is None or _inside(last, found[0]):
+        return None
+    stop = found[0] + len(found[1])
+    if not ok(found[1], True) and not (_CLAUSE_END.match(text, stop, end) and ok(found[1], False)):
         return None
     return found[0], value_end(text, found[0], found[2], end), marker("password")
 
@@ -301,7 +340,7 @@ def _next_line_value(text: str, line: tuple[int, int] | None) -> tuple[int, str]
 
 
 def _unseparated_edit(
-    text: str, label: re.Match[str], end: int, kind: str, ok: _Check
+    text: str, label: re.Match[str], end: int, kind: str, ok: _Check, last: Span
 ) -> Edit | None:
     """ "Wi-Fi HomeNet password X", "mdp wifi X": one of the next three words, if strict."""
     pos = label.end()
@@ -311,6 +350,8 @@ def _unseparated_edit(
             return None
         word = m.group(1)
         found = _take_value(text, m.start(1), end)
+        if found is not None and _inside(last, found[0]):
+            return None
         if found is not None and ok(found[1], True):
             return found[0], value_end(text, found[0], found[2], end), marker(kind)
         if not word.isalpha() or word.lower() in VETO_LAST:
@@ -330,13 +371,11 @@ def redact_prose(note: Note, counts: Counter[str]) -> str:
     """Credentials written as sentences: "the wifi password is …", "clé de chiffrement : …"."""
     text, low = note.text, note.low
     edits: list[Edit] = []
-    covered = 0  # where the last value redacted ends: a label before it is inside it
+    last: Span = (0, 0)
     for start, end in label_lines(note):
         for label in LABEL_RE.finditer(low, start, end):
-            if label.start() < covered:
-                continue
-            edit = _labelled_edit(text, label, end)
+            edit = _labelled_edit(text, label, end, last)
             if edit is not None:
                 edits.append(edit)
-                covered = max(covered, edit[1])
+                last = (edit[0], edit[1])
     return keep_first(text, edits, counts)

@@ -151,7 +151,8 @@ def key_material_ok(v: str, strict: bool) -> bool:
 def token_ok(v: str, strict: bool) -> bool:
     """An API token or secret named in prose: long, random, in a token's alphabet. A UUID
     too, after a separator: Heroku and others issue API keys as UUIDs, and the label is
-    explicit ("API key", "auth token"; an "API key ID" is vetoed by its last word)."""
+    explicit ("API key", "auth token"; one named as an id is left by the caller,
+    ``prose._named_as_id``)."""
     if UUID.fullmatch(v):
         return not strict and not is_placeholder(v)
     if len(v) < 16 or _not_a_value(v) or not _TOKEN_CHARS.fullmatch(v):
