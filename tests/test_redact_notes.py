@@ -341,6 +341,7 @@ def test_value_on_the_line_below_its_label(template: str, make, kind: str, seed:
         "connect using the password {s}, then sudo",
         "Then:\nWith password {s}",
         "je me connecte avec le mot de passe {s}",
+        "ssh root@nas with password `{s}`.",
         "The share is protected with a password of {s}.",
     ],
 )
@@ -536,6 +537,34 @@ def test_every_row_of_a_long_password_table() -> None:
     out, counts = redact(note)
     assert out == expected(note, values, "password")
     assert counts == Counter({"password": 1200})
+
+
+def test_tables_in_a_windows_note_and_tables_stacked_without_a_blank_line() -> None:
+    """CRLF line ends, and a second table right under the first: every row is read."""
+    crlf = "| Service | Password |\r\n|---|---|\r\n| NAS | Summer2024! |\r\n"
+    pairs = "| Service | Credentials |\r\n|---|---|\r\n| Router | admin / toor1234 |\r\n"
+    stacked = (
+        "| Service | Password |\n|---|---|\n| Printer | see the vault |\n"
+        "| Site | User | Password |\n|---|---|---|\n| Wiki | bob | Tiger2024!x |\n"
+    )
+    for note, value in ((crlf, "Summer2024!"), (pairs, "toor1234"), (stacked, "Tiger2024!x")):
+        assert redact(note) == (expected(note, [value], "password"), Counter(password=1))
+
+
+def test_what_a_credentials_column_holds_besides_pairs_stays() -> None:
+    """ "ns:value" with no blank reads like a namespace, judged strictly."""
+    note = "\n".join(
+        [
+            "| Service | Credentials |",
+            "| --- | --- |",
+            "| AWS | arn:aws:iam::123456789012:root |",
+            "| Registry | image:v2.3.1 |",
+            "| Host | group:wheel42 |",
+            "| Disk | C:\\Users\\bob |",
+            "",
+        ]
+    )
+    assert redact(note) == (note, Counter())
 
 
 # --------------------------------------------------------------------------- keep-list

@@ -173,12 +173,10 @@ _WITH = re.compile(
 _OF = re.compile(r"[ \t]+(?:of|de)(?=[ \t])", re.IGNORECASE)  # "with a password of X"
 # A plain value (a word and a number) only where its clause ends: "ssh … with password
 # toor1234", not "sign in with password Office365 credentials".
-_CLAUSE_END = re.compile(r"[ \t]*(?:[.,;:!?)\]]|\r?\Z)")
+_CLAUSE_END = re.compile(r"[`\"'*_”»’]*[ \t]*(?:[.,;:!?)\]]|\r?\Z)")  # past its quotes
 # A UUID named as an id, not a secret: "API key UUID:", "request-id:", "the ID of the API
 # key is …", "l'identifiant de la clé API : …".
-_ID_WORDS = frozenset(
-    "id ids uuid guid identifier identifiant request correlation trace name nom".split()
-)
+_ID_WORDS = frozenset("id ids uuid guid identifier identifiant".split())
 _ID_BEFORE = re.compile(
     r"(?<![\w-])(?:id|uuid|guid|identifier|identifiant|name|nom)[ \t]+(?:of|de|du|d['’])"
     r"(?:[ \t]*(?:the|la|le|l['’]|this|that|your|my)(?![\w-]))?[ \t]*\Z",

@@ -21,6 +21,7 @@ from collections import Counter
 
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
 from retriever.redact.prose import CHECKS, LABEL_RE, VALUE_TRIM, label_lines
+from retriever.redact.prose_values import password_ok
 
 _PIPE = re.compile(r"(?<!\\)\|")
 # GFM: a delimiter cell is one hyphen or more (`|--|`, `| - |`, `|:-|` are tables too).
@@ -36,13 +37,16 @@ _ACCOUNT_HEADERS = frozenset(
 # Header cells of a column of login pairs ("admin / secret", "bob:secret"): the part after
 # the user is judged as "login: admin / …" in prose is. A cell without a pair (a user name
 # alone, "see the vault") is left alone.
+# Not "Login" or "Access": there they hold ARNs, roles and branches (arn:aws:…, group:x2).
 _PAIR_HEADER = re.compile(
-    r"(?:credentials?|creds|logins?|identifiants?|acc[eè]s"
+    r"(?:credentials?|creds|identifiants?"
     r"|(?:user(?:name)?|login|account|compte|identifiants?|utilisateur)[ \t]*/[ \t]*"
     r"(?:pass(?:word)?|pwd|pw|mdp|mot de passe))"
 )
-_PAIR_HINTS = ("cred", "login", "identifiant", "accès", "acces")
-_CELL_PAIR = re.compile(r"[\w@.+-]{1,64}[ \t]*(?:/|:)[ \t]*[`\"'*]*(?P<v>[^\s`\"'*<>|/]{1,200})")
+_PAIR_HINTS = ("cred", "identifiant")
+_CELL_PAIR = re.compile(
+    r"[\w@.+\\-]{1,64}(?P<gap>[ \t]*)(?:/|:)[ \t]*[`\"'*]*(?P<v>[^\s`\"'*<>|/]{1,200})"
+)
 _CELL_TRIM = " \t*_`\"'"
 
 
@@ -65,9 +69,11 @@ def _cells(text: str, start: int, end: int) -> list[tuple[int, int]]:
 
 
 def _next_line(text: str, end: int) -> tuple[int, int] | None:
-    if end >= len(text):
+    """The line after the one ending at ``end`` (its "\\r" left out, as callers give it)."""
+    newline = text.find("\n", end)
+    if newline < 0:
         return None
-    start = end + 1
+    start = newline + 1
     stop = text.find("\n", start)
     stop = len(text) if stop < 0 else stop
     return start, stop - (text[stop - 1 : stop] == "\r")
@@ -100,8 +106,12 @@ def _column_edits(note: Note, header: tuple[int, int]) -> tuple[list[Edit], int]
     edits: list[Edit] = []
     row = _next_line(text, delim[1])
     read = delim[1]
-    # Every row to the table's end, however many: the caller never reads them again.
+    # Every row to the table's end, however many: the caller never reads them again. A row
+    # over a delimiter line heads the next table (two tables with no blank line between).
     while row is not None and "|" in text[row[0] : row[1]]:
+        below = _next_line(text, row[1])
+        if below is not None and _DELIMITER.fullmatch(text, *below):
+            break
         read = row[1]
         cells = _cells(text, *row)
         for i, tier in columns.items():
@@ -114,7 +124,11 @@ def _column_edits(note: Note, header: tuple[int, int]) -> tuple[list[Edit], int]
                     continue
                 a = pair.start("v")
                 b = a + len(pair.group("v").rstrip(VALUE_TRIM))
-                tier = "password"
+                value = text[a:b]
+                # "bob:secret" with no blank reads like a namespace (group:wheel42): strict.
+                if value and not value.startswith(MARK) and password_ok(value, not pair["gap"]):
+                    edits.append((a, b, marker("password")))
+                continue
             value = text[a:b]
             kind, ok = CHECKS[tier]
             if value and " " not in value and not value.startswith(MARK) and ok(value, False):

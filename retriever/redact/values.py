@@ -67,7 +67,9 @@ def is_masked(s: str) -> bool:
     """``xxxx``, ``****``, ``sk-proj-XXXXXXXX``, ``0000``: a masked or dummy value."""
     if len(s) >= 3 and len(set(s)) <= 2:
         return True
-    return sum(ch in MASK_CHARS for ch in s) * 2 >= len(s)
+    # Counted in C (str.count): a hostile line of "key:xxx…" holds a value per key, each
+    # running to the line's end, and a Python loop over each made it take minutes.
+    return sum(s.count(ch) for ch in MASK_CHARS) * 2 >= len(s)
 
 
 def is_wordy(s: str) -> bool:
