@@ -688,6 +688,9 @@ PATHOLOGICAL: dict[str, str] = {
     "long_login_pairs": "creds:admin/Summer2024!," * 40_000,
     # every line a header over the rest: each row is read under one header only
     "table_headers": "| Password |\n|---|\n" * 25_000,
+    # a key per value, each value running to the line's end (unquoted or quoted)
+    "long_key_values": ("password:" + "x" * 40) * 20_000,
+    "long_quoted_value": 'password="' + ("x" * 40 + "password:") * 20_000 + '"',
     # blanks before a long value under its label: read once, not once per split
     "lone_value_blanks": "Password:\n" + " " * 30_000 + "a1B" * 10_000 + " b\n",
     "pair_headers": "| creds |\n|---|\n" * 25_000,

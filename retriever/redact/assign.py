@@ -357,6 +357,8 @@ def _separator(m: re.Match[str]) -> str:
     return m.group("sep") or ""
 
 
+LONG_VALUE = 1000  # characters: no key=value of a real note holds another key this far in
+
 KEY_HINT_WORDS = tuple(_KEY_HINT.pattern.removeprefix("(?i)").split("|"))
 
 
@@ -401,6 +403,10 @@ def redact_assignments(note: Note, counts: Counter[str]) -> str:
         vm = _VALUE_RE.match(text, value_from)
         if vm is None:
             continue
+        if vm.end() - value_from > LONG_VALUE:
+            # Read once: the keys inside a long value are part of it. A hostile line of
+            # "password:xxx…" (a value per key, each to the line's end) took minutes.
+            pos = max(pos, vm.end())
         quoted = vm.group("q") is not None
         # `setenv("API_KEY", "v")` only: a bare `"a", "b"` is any list or tuple.
         if sep == "," and not (
