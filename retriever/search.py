@@ -500,9 +500,9 @@ class Searcher:
         lexical = mode in ("hybrid", "lexical")
         semantic = mode in ("hybrid", "semantic") and model is not None and bool(qvecs)
         index = (titles if titles is not None else self.titles.get(conn)) if lexical else None
+        own = [query_terms(q) for q in queries]  # BM25's terms, and what feedback adds to
         # Feedback needs each query's own semantic list: not when a query had no vector.
         # A query of stopwords only has no term for feedback to add to.
-        own = [query_terms(q) for q in queries] if feedback is not None else []
         fed = [
             feedback is not None
             and lexical
@@ -526,7 +526,7 @@ class Searcher:
         lex_docs: dict[int, int] = {}
         if lexical:
             depths = [FEEDBACK_DEPTH if f else ARM_DEPTH for f in fed]
-            arms.lexical = _bm25_lists(conn, queries, scope, bm25, lex_docs, lookup, depths)
+            arms.lexical = _bm25_lists(conn, own, scope, bm25, lex_docs, lookup, depths)
         found = beside.result() if beside is not None else None
         arms.title, arms.semantic = found if found is not None else others(conn)
         for i in (i for i, f in enumerate(fed) if f):
@@ -707,18 +707,18 @@ def _preload(index: TitleIndex, spare: Spare) -> None:
 
 def _bm25_lists(
     conn: psycopg.Connection,
-    queries: list[str],
+    queries: Sequence[Mapping[str, int]],
     scope: Scope,
     bm25: BM25Params,
     owners: dict[int, int],
     lookup: StatsLookup | None,
     depths: Sequence[int],
 ) -> list[dict[int, float]]:
-    """The lexical arm: each query's best passages by BM25 (chunk -> score), as many as
-    its place in ``depths`` says; ``owners`` gains their notes."""
+    """The lexical arm: each query's (its terms') best passages by BM25 (chunk -> score),
+    as many as its place in ``depths`` says; ``owners`` gains their notes."""
     return [
-        _bm25(conn, query_terms(q), scope, bm25, owners, lookup, limit)
-        for q, limit in zip(queries, depths, strict=True)
+        _bm25(conn, terms, scope, bm25, owners, lookup, limit)
+        for terms, limit in zip(queries, depths, strict=True)
     ]
 
 

@@ -12,7 +12,7 @@ import re
 from collections import Counter
 
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
-from retriever.redact.prose import SPACES, VALUE_TRIM
+from retriever.redact.prose import SPACES, VALUE_TRIM, value_end
 from retriever.redact.prose_values import password_ok
 from retriever.redact.values import is_placeholder
 
@@ -32,7 +32,7 @@ _LOGIN_PAIR = re.compile(
     rf"|[ \t]*[,;]?[ \t]+(?:{_PAIR_PW})(?:[ \t]*[:=][ \t]*|[ \t]+))"
     r"[`\"'*]*(?P<v>[^\s`\"'*<>|]{1,200})"
 )
-# Judged on its first 200 characters, redacted to its end (as prose.value_end).
+# The rest of a value cut at 200 characters (see prose.value_end): this rule's alphabet.
 _VALUE_REST = re.compile(r"[^\s`\"'*<>|]*")
 _LOGIN_HINTS = (
     "login",
@@ -54,10 +54,7 @@ def _pair_edit(text: str, m: re.Match[str], end: int) -> Edit | None:
     v = text[vs:read].rstrip(VALUE_TRIM)
     if text.startswith(MARK, vs) or not v or not password_ok(v, False):
         return None
-    if read - vs >= 200:  # cut at 200 characters: redact the rest of it too
-        rest = _VALUE_REST.match(text, read, end)
-        v = text[vs : rest.end() if rest else read].rstrip(VALUE_TRIM)
-    return vs, vs + len(v), marker("password")
+    return vs, value_end(text, vs, read, end, _VALUE_REST), marker("password")
 
 
 def redact_logins(note: Note, counts: Counter[str]) -> str:

@@ -209,12 +209,13 @@ def _take_value(text: str, pos: int, end: int) -> tuple[int, str, int] | None:
     return pos, value, m.end()
 
 
-def value_end(text: str, pos: int, read: int, end: int) -> int:
+def value_end(text: str, pos: int, read: int, end: int, run: re.Pattern[str] = _VALUE_REST) -> int:
     """Where the redaction of the value read from ``pos`` to ``read`` (at most 200
-    characters) ends: past the rest of its run when it was cut there, trailing punctuation
-    left out. Only for a value that passed its check: each run is then read once."""
+    characters) ends: past the rest of its ``run`` when it was cut there, trailing
+    punctuation left out. Only for a value that passed its check: each run is then read
+    once."""
     if read - pos >= 200:
-        rest = _VALUE_REST.match(text, read, end)
+        rest = run.match(text, read, end)
         read = rest.end() if rest else read
     return pos + len(text[pos:read].rstrip(VALUE_TRIM))
 

@@ -21,7 +21,6 @@ from collections import Counter
 
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
 from retriever.redact.prose import CHECKS, LABEL_RE, VALUE_TRIM, label_lines
-from retriever.redact.prose_values import password_ok
 
 _PIPE = re.compile(r"(?<!\\)\|")
 # GFM: a delimiter cell is one hyphen or more (`|--|`, `| - |`, `|:-|` are tables too).
@@ -118,20 +117,18 @@ def _column_edits(note: Note, header: tuple[int, int]) -> tuple[list[Edit], int]
             if i >= len(cells):
                 continue
             a, b = cells[i]
+            strict = False
             if tier == "pair":  # "admin / secret": the secret
                 pair = _CELL_PAIR.fullmatch(text, a, b)
                 if pair is None:
                     continue
                 a = pair.start("v")
                 b = a + len(pair.group("v").rstrip(VALUE_TRIM))
-                value = text[a:b]
                 # "bob:secret" with no blank reads like a namespace (group:wheel42): strict.
-                if value and not value.startswith(MARK) and password_ok(value, not pair["gap"]):
-                    edits.append((a, b, marker("password")))
-                continue
+                tier, strict = "password", not pair["gap"]
             value = text[a:b]
             kind, ok = CHECKS[tier]
-            if value and " " not in value and not value.startswith(MARK) and ok(value, False):
+            if value and " " not in value and not value.startswith(MARK) and ok(value, strict):
                 edits.append((a, b, marker(kind)))
         row = _next_line(text, row[1])
     return edits, read
