@@ -95,6 +95,33 @@ def prose_password() -> str:
     return pw[:cut] + secrets.choice("#%^") + pw[cut:]
 
 
+def door_code() -> str:
+    """Four digits and a capital, as building entry keypads take them: 4B28A style."""
+    code = list(digits(4) + secrets.choice(UPPER))
+    secrets.SystemRandom().shuffle(code)
+    return "".join(code)
+
+
+def recovery_code() -> str:
+    """Two groups of five, as GitHub prints them."""
+    return rand(5, LOWER + DIGITS) + "-" + rand(5, LOWER + DIGITS)
+
+
+def seed_words(n: int) -> str:
+    return " ".join(secrets.choice(PASSPHRASE_WORDS) for _ in range(n))
+
+
+def card() -> str:
+    """A Visa number that passes the Luhn check, in groups of four."""
+    body = "4" + "".join(secrets.choice(DIGITS) for _ in range(14))
+    total = sum(
+        (d * 2 - 9 if d * 2 > 9 else d * 2) if i % 2 == 0 else d
+        for i, d in enumerate(int(c) for c in reversed(body))
+    )
+    number = body + str((10 - total % 10) % 10)
+    return " ".join(number[i : i + 4] for i in range(0, 16, 4))
+
+
 def b64_key(n: int = 32) -> str:
     return base64.b64encode(secrets.token_bytes(n)).decode()
 
@@ -628,6 +655,14 @@ CASES: dict[str, Case] = {
     "dockerfile_env_crlf": Case("secret", "ENV API_KEY {s}\r\nENV MODE prod", lambda: rand(32)),
     "sql_oracle_bare": Case("password", "ALTER USER scott IDENTIFIED BY {s};", lambda: rand(14)),
     "fish_set_gx": Case("secret", "set -gx API_KEY {s}", lambda: rand(32)),
+    # codes kept in personal notes (retriever.redact.codes)
+    "pin_in_a_sentence": Case("pin", "My bank card PIN is {s}.", lambda: digits(4)),
+    "door_code_fr": Case("pin", "Code de la porte : {s}", lambda: door_code()),
+    "recovery_code": Case("recovery_code", "GitHub recovery code: {s}", lambda: recovery_code()),
+    "seed_phrase": Case("seed_phrase", "Wallet seed phrase: {s}", lambda: seed_words(12)),
+    "passphrase_of_words": Case("password", "Passphrase: {s}", lambda: seed_words(4)),
+    "card_number": Case("payment_card", "Visa card {s}, expires next year", lambda: card()),
+    "card_cvv": Case("payment_card", "CVV: {s}", lambda: digits(3)),
     "kubeconfig_client_key_data": Case(
         "private_key",
         "    client-key-data: {s}",

@@ -24,13 +24,15 @@ credentials passed positionally in code, ``Client("SK…", "…")`` (``calls``);
 value`` in every syntax, Dataview's ``key:: value`` included (``assign``); credentials
 written as prose in English and French, "the wifi password is …", "clé de chiffrement : …",
 a value alone under its label (``prose``, judged by ``prose_values``); login pairs, "login:
-admin / …", and ``.pgpass`` lines (``logins``); the credential columns of markdown tables
-(``tables``).
+admin / …", and ``.pgpass`` lines (``logins``); PINs and door codes, two-factor recovery
+codes, seed phrases, plain-word passphrases, card security codes (``codes``) and card
+numbers that pass the Luhn check near a card's name (``codes.redact_cards``); the credential
+columns of markdown tables (``tables``).
 
 Kinds: see :data:`KINDS`. Deliberately not covered: bare high-entropy strings with no
 credential-like label, key, call or vendor prefix; passphrases made of plain words with no
-number (``"correct horse battery staple"``, except four or more dashed words after an
-explicit password label); plain words where the syntax reads as code (``password = tiger``
+number (``"correct horse battery staple"``) except after an explicit password label (four
+to eight words ending the line, or four or more dashed words); plain words where the syntax reads as code (``password = tiger``
 with spaces is a variable; ``DB_PASSWORD=tiger`` is redacted); hex and UUID values under
 ambiguous labels (``key``, ``signature``: hashes and ids); the Twilio account SID (an
 identifier; its auth token is redacted); AWS pre-signed URL signatures; secrets split
@@ -46,6 +48,7 @@ from collections import Counter
 
 from retriever.redact.assign import redact_assignments
 from retriever.redact.calls import redact_calls
+from retriever.redact.codes import redact_cards, redact_codes
 from retriever.redact.commands import redact_commands
 from retriever.redact.core import Note
 from retriever.redact.kubernetes import redact_k8s_secrets
@@ -64,7 +67,7 @@ from retriever.redact.vendors import (
 log = logging.getLogger(__name__)
 
 # Bump whenever a rule changes: stored text redacted by an older version must be re-indexed.
-REDACTOR_VERSION = "13"
+REDACTOR_VERSION = "14"
 
 KINDS: tuple[str, ...] = (
     "private_key",
@@ -99,6 +102,10 @@ KINDS: tuple[str, ...] = (
     "basic_auth",
     "password",
     "secret",
+    "pin",
+    "recovery_code",
+    "seed_phrase",
+    "payment_card",
     "generic_high_entropy",
 )
 
@@ -133,6 +140,8 @@ def redact(text: str) -> tuple[str, Counter[str]]:
         redact_prose,
         redact_logins,
         redact_pgpass,
+        redact_codes,
+        redact_cards,
         redact_tables,
     ):
         new = stage(note, counts)
