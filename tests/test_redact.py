@@ -1325,3 +1325,45 @@ def test_no_credential_shaped_literals_in_sources() -> None:
         source = path.read_text(encoding="utf-8")
         for pattern in patterns:
             assert not re.search(pattern, source), f"{path.name}: {pattern}"
+
+
+# --------------------------------------------------------------------------- value tails
+
+
+@pytest.mark.parametrize("symbol", list("&,;)}]<>"))
+@pytest.mark.parametrize(
+    "label", ["SSH key passphrase:", "passphrase:", "My password:", "- password:", "db_password:"]
+)
+def test_a_symbol_a_rule_reads_as_a_delimiter_does_not_leave_the_rest_behind(
+    label: str, symbol: str
+) -> None:
+    head, tail = password(), rand(6)
+    note = HEAD + f"{label} {head}{symbol}{tail}" + TAIL
+    out, counts = redact(note)
+    assert out == HEAD + f"{label} [REDACTED:password]" + TAIL
+    assert counts == Counter({"password": 1})
+    assert redact(out) == (out, Counter())
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "https://x.io/cb?token={s}&state=xyz",  # the next parameter of a query string
+        "Password: {s}<br>",  # a tag
+        "Password: {s}</td>",
+        "(password: {s})",  # closing brackets and emphasis
+        "password: **{s}**",
+        "password: {s}.",
+        "Password: {s}, user: bob",  # the run does not end its line
+    ],
+)
+def test_what_follows_a_value_that_is_not_its_tail_stays(line: str) -> None:
+    secret = password().replace("#", "x").replace("?", "x")
+    out, _ = redact(line.replace("{s}", secret))
+    kind = "secret" if "token=" in line else "password"
+    assert out == line.replace("{s}", f"[REDACTED:{kind}]")
+
+
+def test_a_tail_leaves_the_closing_punctuation_of_its_sentence() -> None:
+    note = f"(My password: {password()},{rand(6)}).\n"
+    assert redact(note) == ("(My password: [REDACTED:password]).\n", Counter({"password": 1}))
