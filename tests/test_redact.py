@@ -1367,3 +1367,47 @@ def test_what_follows_a_value_that_is_not_its_tail_stays(line: str) -> None:
 def test_a_tail_leaves_the_closing_punctuation_of_its_sentence() -> None:
     note = f"(My password: {password()},{rand(6)}).\n"
     assert redact(note) == ("(My password: [REDACTED:password]).\n", Counter({"password": 1}))
+
+
+# --------------------------------------------------------------------------- pairs, any label
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "Router admin: admin / {s}",
+        "NAS (garage): root / `{s}`",
+        "- Bank: jdoe / {s}",
+        "Gmail: me@example.org / {s}",
+    ],
+)
+def test_a_login_pair_after_any_label(template: str) -> None:
+    secret = password()
+    assert_redacted(
+        HEAD + template.replace("{s}", secret) + TAIL, [secret], Counter({"password": 1})
+    )
+
+
+def test_a_device_user_needs_only_a_password_a_person_would_pick() -> None:
+    secret = secrets.choice(PASSPHRASE_WORDS).title() + digits(4)
+    assert_redacted(f"NAS: admin / {secret}\n", [secret], Counter({"password": 1}))
+    kept = f"Bank: jdoe / {secret}\n"  # a name and a number, from any user: too weak a sign
+    assert redact(kept) == (kept, Counter())
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Build: Debug / Release-x64",
+        "Targets: net8.0 / netstandard2.0",
+        "Score: 3 / 10",
+        "Options: yes / no",
+        "Stack: React / Node.js",
+        "Router: admin / <password>",
+        "Router: admin / admin",
+        "Dates: 2024-01-01 / 2024-02-01",
+        "Path: src/main/Tr0ub4dor&3x",  # a path: no blanks around the slash
+    ],
+)
+def test_what_reads_as_a_pair_but_is_none_stays(line: str) -> None:
+    assert redact(line) == (line, Counter())

@@ -1,6 +1,7 @@
 """Login pairs written in notes: "login: admin / secret", "user admin pass secret",
-"identifiants : bob / secret", "creds admin:secret", "Wi-Fi: HomeNet / secret"; and
-PostgreSQL password-file lines, "db.example.com:5432:orders:alice:secret".
+"identifiants : bob / secret", "creds admin:secret", "Wi-Fi: HomeNet / secret"; a pair after
+any label, "Router: admin / secret" (blanks around the slash); and PostgreSQL password-file
+lines, "db.example.com:5432:orders:alice:secret".
 
 The value after the user name is a password when it looks like one
 (:func:`prose_values.password_ok`): "login: admin / admin" and "user: alice / bob" are kept.
@@ -13,8 +14,8 @@ from collections import Counter
 
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
 from retriever.redact.prose import SPACES, VALUE_TRIM, value_end
-from retriever.redact.prose_values import password_ok
-from retriever.redact.values import is_placeholder
+from retriever.redact.prose_values import EMAIL, PW_SYMBOL, is_passphrase, password_ok
+from retriever.redact.values import is_placeholder, looks_random
 
 # "login: admin / secret", "user admin pass secret", "identifiants : bob / secret",
 # "creds admin:secret".
@@ -57,6 +58,34 @@ def _pair_edit(text: str, m: re.Match[str], end: int) -> Edit | None:
     return vs, value_end(text, vs, read, end, _VALUE_REST), marker("password")
 
 
+# A pair after any label, "Router: admin / secret", "NAS (garage): root / secret": blanks
+# around the slash (a path has none). With no login label the value must be strict, unless
+# the user is a name devices ship with or an e-mail address.
+_BARE_PAIR = re.compile(
+    r":[ \t]*[`\"'*]*(?P<user>[\w@.+-]{0,63}\w)[`\"'*]*[ \t]+/[ \t]+[`\"'*]*"
+    r"(?P<v>[^\s`\"'*<>|]{1,200})"
+)
+_DEVICE_USERS = frozenset(
+    "admin administrator root user pi ubnt guest sa postgres operator support".split()
+)
+
+
+def _bare_pair_edit(text: str, m: re.Match[str], end: int) -> Edit | None:
+    user, vs, read = m.group("user"), m.start("v"), m.end("v")
+    v = text[vs:read].rstrip(VALUE_TRIM)
+    if text.startswith(MARK, vs) or not v:
+        return None
+    if user.lower() in _DEVICE_USERS or EMAIL.fullmatch(user):
+        ok = password_ok(v, False)
+    else:  # "Build: Debug / Release-x64" is no login: a symbol, a passphrase or noise
+        ok = password_ok(v, True) and (
+            bool(PW_SYMBOL.search(v)) or is_passphrase(v, 3) or (len(v) >= 12 and looks_random(v))
+        )
+    if not ok:
+        return None
+    return vs, value_end(text, vs, read, end, _VALUE_REST), marker("password")
+
+
 def redact_logins(note: Note, counts: Counter[str]) -> str:
     text, low = note.text, note.low
     edits: list[Edit] = []
@@ -71,6 +100,11 @@ def redact_logins(note: Note, counts: Counter[str]) -> str:
             if edit is not None:
                 edits.append(edit)
                 last = (edit[0], edit[1])
+    for start, end in note.lines((" / ",)):
+        for m in _BARE_PAIR.finditer(text, start, end):
+            edit = _bare_pair_edit(text, m, end)
+            if edit is not None:
+                edits.append(edit)
     return keep_first(text, edits, counts)
 
 

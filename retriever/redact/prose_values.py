@@ -54,7 +54,7 @@ _CAMEL_THEN_NUMBER = re.compile(r"(?:[A-Z][a-z]{2,}){3,}\d{2,}")
 # Lowercase words joined by dashes, no number: correct-horse-battery-staple.
 _DASHED_WORDS = re.compile(r"[a-z]{3,12}(?:-[a-z]{3,12}){3,}")
 # A symbol a password policy asks for (never one that only ends a sentence).
-_PW_SYMBOL = re.compile(r"[!#$%&*+=?@^~]")
+PW_SYMBOL = re.compile(r"[!#$%&*+=?@^~]")
 # BitLocker: eight groups of six digits, each a multiple of 11.
 _BITLOCKER = re.compile(r"\d{6}(?:-\d{6}){7}")
 # Characters API tokens use; spaces, braces and quotes mean something else.
@@ -107,7 +107,7 @@ def _is_name(v: str) -> bool:
 
 def _human_password(v: str) -> bool:
     """Summer2024!, hunter22, Tr0ub4dor&3, RiverBatteryOrange91."""
-    if _PW_SYMBOL.search(v) and alnum_classes(v) >= 2 and DIGIT.search(v):
+    if PW_SYMBOL.search(v) and alnum_classes(v) >= 2 and DIGIT.search(v):
         return True
     m = _WORD_THEN_NUMBER.fullmatch(v)
     if m and DIGITS.sub("", v).lower() not in _TECH_STEMS:
@@ -122,7 +122,7 @@ def password_ok(v: str, strict: bool) -> bool:
     if is_passphrase(v, 3 if strict else 2):
         return True
     if strict:
-        if _PW_SYMBOL.search(v) and DIGIT.search(v) and alnum_classes(v) >= 2 and len(v) >= 8:
+        if PW_SYMBOL.search(v) and DIGIT.search(v) and alnum_classes(v) >= 2 and len(v) >= 8:
             return True  # Summer2024!, Tr0ub4dor&3: a symbol no name holds
         if _is_name(v):
             return False
