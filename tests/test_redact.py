@@ -1379,6 +1379,10 @@ def test_a_tail_leaves_the_closing_punctuation_of_its_sentence() -> None:
         "NAS (garage): root / `{s}`",
         "- Bank: jdoe / {s}",
         "Gmail: me@example.org / {s}",
+        "Database creds -> postgres / {s}",
+        "Netflix: me@example.org {s}",
+        "Amazon | me@example.org | {s}",
+        "me@example.org:{s}",
     ],
 )
 def test_a_login_pair_after_any_label(template: str) -> None:
@@ -1407,7 +1411,32 @@ def test_a_device_user_needs_only_a_password_a_person_would_pick() -> None:
         "Router: admin / admin",
         "Dates: 2024-01-01 / 2024-02-01",
         "Path: src/main/Tr0ub4dor&3x",  # a path: no blanks around the slash
+        "email me@example.org for details",
+        "Contact: me@example.org, Phone: +33 6 12 34 56 78",
+        "git clone git@github.com:org/repo.git",
+        "Reply to me@example.org: Thanks!",
+        "Author: jdoe@example.org, 2024-01-31",
     ],
 )
 def test_what_reads_as_a_pair_but_is_none_stays(line: str) -> None:
+    assert redact(line) == (line, Counter())
+
+
+@pytest.mark.parametrize("label", ["WiFi (home):", "Wifi at mum's:", "Home wifi —"])
+def test_a_wifi_label_with_words_before_its_separator(label: str) -> None:
+    secret = passphrase()
+    assert_redacted(f"{label} {secret}\n", [secret], Counter({"password": 1}))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "WiFi SSID: Kestrel-Meadow-88",
+        "Wifi name: HomeNet-5G",
+        "WiFi (5 GHz): 802.11ac",
+        "Wifi at the office: Eduroam",
+        "Wifi: works fine now",
+    ],
+)
+def test_a_wifi_label_naming_the_network_stays(line: str) -> None:
     assert redact(line) == (line, Counter())

@@ -87,6 +87,9 @@ def check(template: str, values: list[str], kind: str) -> str:
         "Digicode : {0}",
         "Code du portail : {0}",
         "<!-- Voicemail PIN: {0} -->",
+        "Voicemail passcode {0}",
+        "Mon code de carte bleue est {0}",
+        "Code confidentiel : {0}",
     ],
 )
 def test_a_pin_or_door_code_after_its_label(template: str) -> None:

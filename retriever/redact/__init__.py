@@ -69,7 +69,7 @@ from retriever.redact.vendors import (
 log = logging.getLogger(__name__)
 
 # Bump whenever a rule changes: stored text redacted by an older version must be re-indexed.
-REDACTOR_VERSION = "16"
+REDACTOR_VERSION = "17"
 
 KINDS: tuple[str, ...] = (
     "private_key",

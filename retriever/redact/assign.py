@@ -149,7 +149,7 @@ VETO_LAST = frozenset(
     param prefix suffix format regex pattern pat env var ref hint label description desc help
     prompt min max limit mode method strategy provider store manager reset rotation enabled
     required location version usage budget encoding algorithm alg index column table arn
-    fingerprint rule rules scope scopes source
+    fingerprint rule rules scope scopes source ssid
     """.split()
 )
 

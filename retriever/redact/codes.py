@@ -23,14 +23,31 @@ from retriever.redact.core import MARK, Edit, Note, keep_first, marker
 
 _S = r"[ \t]+"
 _PIN_LABEL = (
-    r"pin(?:" + _S + r"(?:code|number))?|puk(?:" + _S + "code)?|digicode"
+    r"pin(?:" + _S + r"(?:code|number))?|puk(?:" + _S + "code)?|digicode|passcode"
     r"|(?:door|gate|garage(?:" + _S + r"door)?|alarm|entry|entrance|building|lockbox|keybox"
     r"|key"
     + _S
     + r"box|lock|padlock|safe|locker|intercom|buzzer|unlock|voicemail)"
     + _S
     + r"(?:code|combination|combo|pin)"
-    r"|code" + _S + r"(?:pin|secret|(?:de" + _S + r"(?:la" + _S + r"|l['’])?|du" + _S + r"|d['’])"
+    r"|code"
+    + _S
+    + r"(?:de"
+    + _S
+    + r"(?:(?:la|ma)"
+    + _S
+    + r")?)?carte(?:"
+    + _S
+    + r"(?:bleue|bancaire|sim|cb))?"
+    r"|code"
+    + _S
+    + r"(?:pin|secret|confidentiel|(?:de"
+    + _S
+    + r"(?:la"
+    + _S
+    + r"|l['’])?|du"
+    + _S
+    + r"|d['’])"
     r"(?:porte|portail|garage|alarme|entr[ée]e|immeuble|cadenas|coffre(?:-fort)?|casier"
     r"|d[ée]verrouillage|interphone))"
     r"|combinaison" + _S + r"(?:du|de" + _S + r"la|de" + _S + r"l['’])" + _S + r"?"

@@ -1,7 +1,8 @@
 """Login pairs written in notes: "login: admin / secret", "user admin pass secret",
 "identifiants : bob / secret", "creds admin:secret", "Wi-Fi: HomeNet / secret"; a pair after
-any label, "Router: admin / secret" (blanks around the slash); and PostgreSQL password-file
-lines, "db.example.com:5432:orders:alice:secret".
+any label, "Router: admin / secret" (blanks around the slash); a strong password after an
+e-mail address, "me@example.org | secret"; and PostgreSQL password-file lines,
+"db.example.com:5432:orders:alice:secret".
 
 The value after the user name is a password when it looks like one
 (:func:`prose_values.password_ok`): "login: admin / admin" and "user: alice / bob" are kept.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
 from retriever.redact.prose import SPACES, VALUE_TRIM, value_end
@@ -62,7 +64,7 @@ def _pair_edit(text: str, m: re.Match[str], end: int) -> Edit | None:
 # around the slash (a path has none). With no login label the value must be strict, unless
 # the user is a name devices ship with or an e-mail address.
 _BARE_PAIR = re.compile(
-    r":[ \t]*[`\"'*]*(?P<user>[\w@.+-]{0,63}\w)[`\"'*]*[ \t]+/[ \t]+[`\"'*]*"
+    r"(?::|->|→|[ \t][–—])[ \t]*[`\"'*]*(?P<user>[\w@.+-]{0,63}\w)[`\"'*]*[ \t]+/[ \t]+[`\"'*]*"
     r"(?P<v>[^\s`\"'*<>|]{1,200})"
 )
 _DEVICE_USERS = frozenset(
@@ -70,20 +72,35 @@ _DEVICE_USERS = frozenset(
 )
 
 
-def _bare_pair_edit(text: str, m: re.Match[str], end: int) -> Edit | None:
-    user, vs, read = m.group("user"), m.start("v"), m.end("v")
+# An e-mail address, then a strong password: "Netflix: me@x.com Summer2024!", "me@x.com |
+# …", "me@x.com:…" (a leaked-credentials line).
+_EMAIL_PAIR = re.compile(
+    r"[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63}){1,8}"
+    r"(?:[ \t]*(?::|[|/,;–—-])[ \t]*|[ \t]+)[`\"'*]*(?P<v>[^\s`\"'*<>|]{1,200})"
+)
+
+
+def _strong(v: str) -> bool:
+    """A password with no login label to vouch for it: a symbol, a passphrase or noise
+    ("Build: Debug / Release-x64" is no login)."""
+    return password_ok(v, True) and (
+        bool(PW_SYMBOL.search(v)) or is_passphrase(v, 3) or (len(v) >= 12 and looks_random(v))
+    )
+
+
+def _value_edit(text: str, m: re.Match[str], end: int, ok: Callable[[str], bool]) -> Edit | None:
+    vs, read = m.start("v"), m.end("v")
     v = text[vs:read].rstrip(VALUE_TRIM)
-    if text.startswith(MARK, vs) or not v:
-        return None
-    if user.lower() in _DEVICE_USERS or EMAIL.fullmatch(user):
-        ok = password_ok(v, False)
-    else:  # "Build: Debug / Release-x64" is no login: a symbol, a passphrase or noise
-        ok = password_ok(v, True) and (
-            bool(PW_SYMBOL.search(v)) or is_passphrase(v, 3) or (len(v) >= 12 and looks_random(v))
-        )
-    if not ok:
+    if text.startswith(MARK, vs) or not v or not ok(v):
         return None
     return vs, value_end(text, vs, read, end, _VALUE_REST), marker("password")
+
+
+def _bare_pair_edit(text: str, m: re.Match[str], end: int) -> Edit | None:
+    user = m.group("user")
+    if user.lower() in _DEVICE_USERS or EMAIL.fullmatch(user):
+        return _value_edit(text, m, end, lambda v: password_ok(v, False))
+    return _value_edit(text, m, end, _strong)
 
 
 def redact_logins(note: Note, counts: Counter[str]) -> str:
@@ -103,6 +120,11 @@ def redact_logins(note: Note, counts: Counter[str]) -> str:
     for start, end in note.lines((" / ",)):
         for m in _BARE_PAIR.finditer(text, start, end):
             edit = _bare_pair_edit(text, m, end)
+            if edit is not None:
+                edits.append(edit)
+    for start, end in note.lines(("@",)):
+        for m in _EMAIL_PAIR.finditer(text, start, end):
+            edit = _value_edit(text, m, end, _strong)
             if edit is not None:
                 edits.append(edit)
     return keep_first(text, edits, counts)

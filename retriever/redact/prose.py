@@ -50,7 +50,8 @@ _PW_LABEL = (
     + r")?r[eé]seau)?"
     r"|(?:wi-?fi|wlan|wpa2?|network|r[eé]seau)" + SPACES + "key"
     r"|cl[eé]f?" + SPACES + r"(?:du" + SPACES + r")?(?:wi-?fi|wpa2?|r[eé]seau)"
-    r"|wi-?fi(?=[ \t]*(?:::|:[ \t]))"
+    # "Wi-Fi:", "WiFi (home):", "Wifi at mum's:", "Home wifi — …": a separator must follow
+    r"|wi-?fi(?=(?:[ \t]+[^\s:=]{1,30}){0,3}[ \t]*(?:::|:[ \t]|[–—][ \t]))"
 )
 _KEY_LABEL = (
     r"(?:encryption|decryption|master|backup|recovery|unlock|luks|age|vault|signing|secret"
