@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from mnemonic import Mnemonic
 
 from retriever.redact import KINDS, REDACTOR_VERSION, redact
 
@@ -659,7 +660,9 @@ CASES: dict[str, Case] = {
     "pin_in_a_sentence": Case("pin", "My bank card PIN is {s}.", lambda: digits(4)),
     "door_code_fr": Case("pin", "Code de la porte : {s}", lambda: door_code()),
     "recovery_code": Case("recovery_code", "GitHub recovery code: {s}", lambda: recovery_code()),
-    "seed_phrase": Case("seed_phrase", "Wallet seed phrase: {s}", lambda: seed_words(12)),
+    "seed_phrase": Case(
+        "seed_phrase", "Wallet seed phrase: {s}", lambda: Mnemonic("english").generate()
+    ),
     "passphrase_of_words": Case("password", "Passphrase: {s}", lambda: seed_words(4)),
     "card_number": Case("payment_card", "Visa card {s}, expires next year", lambda: card()),
     "card_cvv": Case("payment_card", "CVV: {s}", lambda: digits(3)),

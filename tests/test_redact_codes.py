@@ -15,6 +15,7 @@ import time
 from collections import Counter
 
 import pytest
+from mnemonic import Mnemonic
 
 from retriever.redact import redact
 from retriever.redact.codes import luhn_ok
@@ -41,6 +42,11 @@ def code(n: int = 5) -> str:
 
 def words(n: int) -> str:
     return " ".join(secrets.choice(WORDS) for _ in range(n))
+
+
+def seed(n: int = 12, language: str = "english") -> str:
+    """A wallet's seed phrase, as BIP-39 makes one."""
+    return Mnemonic(language).generate({12: 128, 24: 256}[n])
 
 
 def card(first: str = "4", length: int = 16) -> str:
@@ -90,6 +96,14 @@ def check(template: str, values: list[str], kind: str) -> str:
         "Voicemail passcode {0}",
         "Mon code de carte bleue est {0}",
         "Code confidentiel : {0}",
+        "PUK: {0}",
+        "Code CB : {0}",
+        "Code porte : {0}",
+        "Code d'accès : {0}",
+        "PIN - {0}",
+        "PIN (Visa ending 1234): {0}",
+        "PIN:: {0}",
+        "PIN: **{0}**",
     ],
 )
 def test_a_pin_or_door_code_after_its_label(template: str) -> None:
@@ -103,6 +117,10 @@ def test_a_door_code_with_a_letter_and_a_safe_combination() -> None:
 
 
 # --------------------------------------------------------------------------- recovery codes
+
+
+def test_recovery_codes_after_a_label_with_no_separator() -> None:
+    check("Backup codes {0} {1}", [code(), code()], "recovery_code")
 
 
 def test_recovery_codes_on_the_label_line() -> None:
@@ -158,14 +176,38 @@ def test_the_list_below_a_label_ends_at_the_first_line_that_is_not_codes() -> No
 
 
 def test_a_seed_phrase_on_its_line_or_below() -> None:
-    check("Wallet seed phrase: {0}", [words(12)], "seed_phrase")
-    check("Recovery phrase:\n{0}\n{1}\n", [words(12), words(12)], "seed_phrase")
+    check("Wallet seed phrase: {0}", [seed()], "seed_phrase")
+    check("Ledger seed (24 words):\n{0}\n", [seed(24)], "seed_phrase")
+    halves = seed().split()
+    check(
+        "Recovery phrase:\n{0}\n{1}\n", [" ".join(halves[:6]), " ".join(halves[6:])], "seed_phrase"
+    )
     numbered = "Mnemonic:\n" + "".join(f"{i}. {{{i - 1}}}\n" for i in range(1, 13))
-    check(numbered, [secrets.choice(WORDS) for _ in range(12)], "seed_phrase")
+    check(numbered, seed().split(), "seed_phrase")
+    check("Phrase de récupération : {0}", [seed(language="french")], "seed_phrase")
+    check('Seed: "{0}".', [seed().title()], "seed_phrase")
 
 
-def test_a_seed_needs_twelve_to_twenty_four_words() -> None:
-    for note in (f"Seed phrase: {words(11)}", f"Seed phrase: {words(25)}", "Seed: 42"):
+@pytest.mark.parametrize("brk", ["\u2028", "\x0c", "\x85", "\r"])
+def test_a_seed_phrase_keeps_its_line_breaks(brk: str) -> None:
+    words_ = seed().split()
+    note = f"Seed phrase:{brk}{' '.join(words_[:6])}{brk}{' '.join(words_[6:])}{brk}"
+    out, counts = redact(note)
+    assert counts == Counter({"seed_phrase": 2})
+    assert out.count(brk) == note.count(brk)
+    assert not any(w in out for w in words_ if len(w) > 3)
+    assert redact(out) == (out, Counter())
+
+
+def test_a_seed_needs_twelve_to_twenty_four_bip39_words() -> None:
+    garden = "tomato basil carrot pepper onion garlic lettuce bean pea squash melon kale"
+    for note in (
+        f"Seed phrase: {' '.join(seed().split()[:11])}",
+        f"Seed phrase: {seed(24)} {seed()}",
+        "Seed: 42",
+        "## Seed\n" + "".join(f"- {w}\n" for w in garden.split()),
+        "x86 mnemonic:\nmov push pop add sub mul div inc dec jmp call ret\n",
+    ):
         assert redact(note) == (note, Counter())
 
 
@@ -178,8 +220,9 @@ def test_a_seed_needs_twelve_to_twenty_four_words() -> None:
         "Passphrase: {0}",
         "Private key passphrase: {0}",
         'The passphrase is "{0}"',
-        "Password for the NAS: {0}.",
-        "Mot de passe : {0}",
+        "Passphrase for the NAS: {0}.",
+        "Phrase secrète : {0}",
+        "<!-- GPG passphrase: {0} -->",
     ],
 )
 def test_a_passphrase_of_plain_words_after_an_explicit_label(template: str) -> None:
@@ -191,12 +234,35 @@ def test_a_passphrase_of_plain_words_after_an_explicit_label(template: str) -> N
 
 def test_card_numbers_that_pass_the_luhn_check() -> None:
     check("Visa card {0}, expires next year", [fours(card())], "payment_card")
-    check("Carte bancaire : {0}", [fours(card("5"), "-")], "payment_card")
+    check("Carte bancaire : {0}", [fours(card("51"), "-")], "payment_card")
     check("Card: {0}", [card()], "payment_card")
     amex = card("37", 15)
     check("Amex {0}", [f"{amex[:4]} {amex[4:10]} {amex[10:]}"], "payment_card")
     check("Visa:\n{0}\n", [fours(card())], "payment_card")
     check("Credit card {0} exp 12/27 CVV {1}", [fours(card()), digits(3)], "payment_card")
+
+
+def test_a_list_of_cards_ends_at_a_line_with_none() -> None:
+    first, later = fours(card()), fours(card())
+    out, counts = redact(f"Visa:\n{first}\nShipping address below\n{later}\n")
+    assert out == f"Visa:\n[REDACTED:payment_card]\nShipping address below\n{later}\n"
+    assert counts == Counter({"payment_card": 1})
+
+
+def test_a_list_of_cards_under_its_label_in_one_pass() -> None:
+    check("Visa:\n{0}\n{1}\n", [fours(card()), fours(card("51"))], "payment_card")
+    check("Cards: {0} {1}", [card(), card("51")], "payment_card")
+    check("Visa\n\n{0}\n", [fours(card())], "payment_card")
+
+
+def test_a_card_number_followed_by_its_expiry_date() -> None:
+    check("Visa: {0} 05/26 CVV {1}", [fours(card()), digits(3)], "payment_card")
+
+
+def test_a_pin_before_a_card_number_is_judged_the_same_on_every_pass() -> None:
+    note = f"Digicode 5678 {card()} Visa"
+    out, _ = redact(note)
+    assert redact(out) == (out, Counter())
 
 
 def test_numbers_that_are_not_cards_stay() -> None:
@@ -207,9 +273,38 @@ def test_numbers_that_are_not_cards_stay() -> None:
         f"Card: {fours(bad)}",
         f"Card: 9{number}",  # part of a longer number
         f"Card build {number}.1",
-        "Card: 4444 4444 4444 4444",
+        f"Card: {fours(card('20'))}",  # no network issues 20… or 59…
+        f"Card: {fours(card('59'))}",
+        "SIM card IMEI: 354935662924538",  # an IMEI passes the Luhn check
+        f"Discarded build {number}",  # "card" inside a word
     ):
         assert redact(note) == (note, Counter())
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "CVV {0}, exp 12/27",
+        "CVV {0}.",
+        "**CVV**: `{0}`",
+        'cvv: "{0}"',
+        "CVV - {0}",
+        "Security code: {0}",
+        "Code de sécurité : {0}",
+    ],
+)
+def test_a_card_security_code(template: str) -> None:
+    check(template, [digits(3)], "payment_card")
+
+
+def test_recovery_codes_with_a_note_beside_them_or_a_dated_label() -> None:
+    check(
+        "Recovery codes:\n- {0}\n- {1} (used)\n- {2}\n- {3} ✅\n",
+        [code() for _ in range(4)],
+        "recovery_code",
+    )
+    check("GitHub 2FA recovery codes (generated 2023-01-05):\n- {0}\n", [code()], "recovery_code")
+    check("Recovery codes: {0} | {1}", [code(), code()], "recovery_code")
 
 
 # --------------------------------------------------------------------------- what stays
@@ -226,7 +321,6 @@ KEEP = [
     "PIN: 1234 5678 9012 3",
     "The default PIN is 2019-05-01",
     "Backup codes: stored in 1Password",
-    "Recovery codes are single use.",
     "recovery codes: 10 codes, printed",
     "Recovery codes:\nKeep them somewhere safe.\n",
     "Seed: 42",
@@ -247,6 +341,20 @@ KEEP = [
     "CVV is printed on the back",
     "The card security code is three digits",
     "Smart card reader 1234-5678 firmware 2.3",
+    "Building code 2018 requires handrails",
+    "Alarm code 1001: overtemperature",
+    "Connect the display to pin 10-13",
+    "Use pin 2 3 4 5 for the keypad rows",
+    "PIN 2019",
+    "Code d'entrée 2024",
+    "PIN 06 12 34 56 78",
+    "Passphrase: randomly generated diceware words",
+    "Password: minimum eight characters long",
+    "Password tips: avoid common dictionary words",
+    "Passphrase hint: mountain river sunset garden",
+    "SSH passphrase prompts appear twice daily",
+    "Recovery codes format: 5 letters and digits",
+    "Recovery codes are single use.",
 ]
 
 
@@ -265,6 +373,11 @@ PATHOLOGICAL = {
     "card_digits": "card " + "4111 " * 80_000,
     "seed_words": "Seed phrase: " + "abandon " * 80_000,
     "passphrase_words": "Passphrase: " + "horse " * 80_000,
+    "blanks_after_a_passphrase": "Passphrase: correct horse battery staple" + " " * 400_000 + "x",
+    "recovery_labels_on_one_line": "Recovery codes " * 100_000,
+    "seed_labels_on_one_line": "seed: x " * 200_000,
+    "pin_asides": "PIN (a) " * 100_000,
+    "cards_under_cards": "Visa:\n" * 50_000,
 }
 
 

@@ -33,9 +33,10 @@ columns of markdown tables (``tables``).
 
 Kinds: see :data:`KINDS`. Deliberately not covered: bare high-entropy strings with no
 credential-like label, key, call or vendor prefix; passphrases made of plain words with no
-number (``"correct horse battery staple"``) except after an explicit password label (four
-to eight words ending the line, or four or more dashed words); plain words where the syntax reads as code (``password = tiger``
-with spaces is a variable; ``DB_PASSWORD=tiger`` is redacted); hex and UUID values under
+number (``"correct horse battery staple"``) except four to eight words ending the line
+after a passphrase label, or four or more dashed words after a password label; plain
+words where the syntax reads as code (``password = tiger`` with spaces is a variable;
+``DB_PASSWORD=tiger`` is redacted); hex and UUID values under
 ambiguous labels (``key``, ``signature``: hashes and ids); the Twilio account SID (an
 identifier; its auth token is redacted); AWS pre-signed URL signatures; secrets split
 across lines other than PEM blocks and a value on the line below its label.
@@ -69,7 +70,7 @@ from retriever.redact.vendors import (
 log = logging.getLogger(__name__)
 
 # Bump whenever a rule changes: stored text redacted by an older version must be re-indexed.
-REDACTOR_VERSION = "17"
+REDACTOR_VERSION = "18"
 
 KINDS: tuple[str, ...] = (
     "private_key",

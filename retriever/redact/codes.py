@@ -1,92 +1,88 @@
 """Codes people keep in personal notes: PINs and door codes, two-factor recovery codes, a
-wallet's seed phrase, a passphrase of plain words, a card's security code. English and
-French.
+wallet's seed phrase, a passphrase of plain words, a card's security code and number.
+English and French.
 
 Each needs its label: a number alone is a number. "PIN: 4821", "the garage door code is
 2580", "code de la porte : 4B28A"; "Recovery codes:" and the codes after it or in the list
-below it; "Seed phrase:" and its twelve to twenty-four words; "Passphrase: correct horse
-battery staple" (four to eight plain words, none of them a function word, ending the
-line); "CVV 123".
-What follows the label must have the shape of the code: "PIN: see the card", "GPIO pin
-17", "backup codes: stored in 1Password" and "seed: 42" stay.
+below it; "Seed phrase:" and its 12 to 24 words, every one of them from the BIP-39 lists;
+"Passphrase: correct horse battery staple" (four to eight plain words ending the line, none
+of them a function word or a word about passwords); "CVV 123". What follows the label must
+have the shape of the code: "PIN: see the card", "GPIO pin 17", "backup codes: stored in
+1Password", "seed: 42" and a gardener's list of seeds stay. A card number needs the Luhn
+check, an issuer's first digits and a word naming a card on its line or above its list.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from functools import cache
 
 from retriever.lexical import STOPWORDS
 from retriever.redact.assign import VETO_LAST
-from retriever.redact.core import MARK, Edit, Note, keep_first, marker
+from retriever.redact.core import LINE_BREAKS, MARK, Edit, Note, keep_first, marker
 
 _S = r"[ \t]+"
-_PIN_LABEL = (
-    r"pin(?:" + _S + r"(?:code|number))?|puk(?:" + _S + "code)?|digicode|passcode"
-    r"|(?:door|gate|garage(?:" + _S + r"door)?|alarm|entry|entrance|building|lockbox|keybox"
-    r"|key"
-    + _S
-    + r"box|lock|padlock|safe|locker|intercom|buzzer|unlock|voicemail)"
-    + _S
-    + r"(?:code|combination|combo|pin)"
-    r"|code"
-    + _S
-    + r"(?:de"
-    + _S
-    + r"(?:(?:la|ma)"
-    + _S
-    + r")?)?carte(?:"
-    + _S
-    + r"(?:bleue|bancaire|sim|cb))?"
-    r"|code"
-    + _S
-    + r"(?:pin|secret|confidentiel|(?:de"
-    + _S
-    + r"(?:la"
-    + _S
-    + r"|l['’])?|du"
-    + _S
-    + r"|d['’])"
-    r"(?:porte|portail|garage|alarme|entr[ée]e|immeuble|cadenas|coffre(?:-fort)?|casier"
-    r"|d[ée]verrouillage|interphone))"
-    r"|combinaison" + _S + r"(?:du|de" + _S + r"la|de" + _S + r"l['’])" + _S + r"?"
-    r"(?:cadenas|coffre(?:-fort)?|casier)"
+
+
+def _labels(*alternatives: str) -> str:
+    """Labels written with single spaces, each space standing for any run of blanks."""
+    return "|".join(a.replace(" ", _S) for a in alternatives)
+
+
+_PIN_LABEL = _labels(
+    "pin(?: (?:code|number))?",
+    "puk(?: code)?",
+    "passcode",
+    "digicode",
+    "(?:door|gate|garage(?: door)?|front door|alarm|entry|entrance|lockbox|keybox|key box"
+    "|lock|padlock|safe|locker|intercom|buzzer|unlock|voicemail) (?:code|combination|combo|pin)",
+    "code (?:pin|cb|secret|confidentiel)",
+    "code (?:de (?:la |ma )?|du |d['’])?(?:carte(?: (?:bleue|bancaire|sim))?|porte|portail"
+    "|garage|alarme|entr[ée]e|immeuble|cadenas|coffre(?:-fort)?|casier|interphone|acc[eè]s)",
+    "combinaison (?:du |de la |de l['’])?(?:cadenas|coffre(?:-fort)?|casier)",
 )
-_RECOVERY_LABEL = (
-    r"(?:recovery|backup|2fa|two-factor|two" + _S + r"factor|mfa|otp|scratch|emergency"
-    r"|one-time|single-use)" + _S + r"codes?"
-    r"|codes?" + _S + r"(?:de" + _S + r")?(?:r[ée]cup[ée]ration|secours|sauvegarde|2fa)"
+_RECOVERY_LABEL = _labels(
+    "(?:recovery|backup|2fa|two-factor|two factor|mfa|otp|scratch|emergency|one-time"
+    "|single-use) codes?",
+    "codes? (?:de )?(?:r[ée]cup[ée]ration|secours|sauvegarde|2fa)",
 )
-_SEED_LABEL = (
-    r"(?:seed|recovery|mnemonic|secret"
-    + _S
-    + r"recovery|wallet|backup)"
-    + _S
-    + r"(?:phrase|words)|mnemonic|seed"
-    r"|phrase" + _S + r"(?:de" + _S + r"(?:r[ée]cup[ée]ration|secours)|mn[ée]monique)"
+_SEED_LABEL = _labels(
+    "(?:seed|recovery|mnemonic|secret recovery|wallet|backup) phrase",
+    "seed words",
+    "mnemonic(?: (?:seed|words))?",
+    "seed",
+    "phrase (?:de (?:r[ée]cup[ée]ration|secours)|mn[ée]monique)",
 )
-_WORDS_LABEL = (
-    r"pass(?:word|phrase)|mot" + _S + "de" + _S + r"passe|mdp|phrase" + _S + r"secr[eè]te"
+_PASSPHRASE_LABEL = _labels("passphrase", "pass phrase", "phrase (?:de passe|secr[eè]te)")
+_CVV_LABEL = _labels(
+    "cvv2?", "cvc2?", "(?:card )?(?:security|verification) (?:code|value)", "code de s[ée]curit[ée]"
 )
-_CVV_LABEL = r"cvv2?|cvc2?|card" + _S + r"(?:security|verification)" + _S + r"(?:code|value)"
-# Matched in the lowercase twin of the text; the value is read from the text.
+# Matched in the lowercase twin of the text; the value is read from the text. The group
+# names are the rules, not the kinds they redact.
 _LABELS = re.compile(
     rf"(?<![\w-])(?:(?P<pin>{_PIN_LABEL})|(?P<recovery>{_RECOVERY_LABEL})"
-    rf"|(?P<seed>{_SEED_LABEL})|(?P<words>{_WORDS_LABEL})|(?P<cvv>{_CVV_LABEL}))(?![\w-])"
+    rf"|(?P<seed>{_SEED_LABEL})|(?P<passphrase>{_PASSPHRASE_LABEL})|(?P<cvv>{_CVV_LABEL}))"
+    r"(?![\w-])"
 )
-# Each hint costs a pass over the note: few and short, shared with the prose rules ("pass",
-# "mdp"). "code" holds "digicode" and "codes"; "comb" "combo", "combination", "combinaison";
-# "cv" "cvv" and "cvc"; "pin" "code pin".
-_HINTS = ("pin", "code", "comb", "seed", "phrase", "mnemonic", "pass", "mdp", "cv", "card")
+# Each hint costs a pass over the note: few and short, some shared with the prose rules
+# ("pass"). "code" holds "digicode", "codes", "security code"; "comb" "combo",
+# "combination", "combinaison"; "cv" "cvv" and "cvc"; "pass" "passcode" and "passphrase".
+_HINTS = ("pin", "puk", "code", "comb", "seed", "mnemonic", "phrase", "pass", "cv", "card")
 
-# Words between the label and its separator ("for my bank card", "de la carte SIM"): no
-# digit (a number there is the value), no separator, never a verb.
-_QUAL_WORD = r"(?:[ \t]+(?!(?:is|was|est|are|sont)(?![\w-]))[^\s:=|\d]{1,30})"
+# Words between the label and its separator ("for my bank card", "(Visa ending 1234)",
+# "de la carte SIM"): a bracketed aside, or a word with no digit (a number there is the
+# value), no separator and no verb.
+_QUAL_WORD = (
+    r"(?:[ \t]+(?:\([^()\n]{1,40}\)|(?!(?:is|was|est|are|sont)(?![\w-]))[^\s:=|\d()]{1,30}))"
+)
 _VERB = r"(?:is|was|est|c['’]est|are|sont)(?:" + _S + r"(?:now|still|maintenant))?"
 _AFTER = re.compile(
-    r"(?:\*\*|__|\*|_)?"
-    rf"(?:(?P<qual>{_QUAL_WORD}{{0,5}}?)(?:[ \t]*(?P<sep>[:=]|->|→)|[ \t]+(?P<verb>{_VERB})(?![\w-]))"
+    r"(?:\*\*|__|\*|_|`)?"
+    rf"(?:(?P<qual>{_QUAL_WORD}{{0,5}}?)"
+    rf"(?:[ \t]*(?:::?|=|->|→)|[ \t]+[-–—](?=[ \t])|[ \t]+{_VERB}(?![\w-]))"
     r"|(?P<bare>))"
     r"[ \t]*(?:\*\*|__|\*|_)?[ \t]*",
     re.IGNORECASE,
@@ -96,61 +92,74 @@ _VETO = VETO_LAST | frozenset("requirement requirements strength complexity hint
 _OPEN = "`\"'«“*"
 _CLOSE = "`\"'»”*"
 
-# --- PINs and door codes ----------------------------------------------------------------
 
-_PIN_VALUE = re.compile(r"[#*]?[0-9A-Za-z](?:[0-9A-Za-z#*]|[ -](?=\d)){3,15}")
-_AFTER_NUMBER = re.compile(r"[./:,]\d")  # a decimal, a date, a time, a version: not a PIN
+def _vetoed(qualifier: str | None) -> bool:
+    return any(w.strip("()'\"`*").lower() in _VETO for w in (qualifier or "").split())
+
+
+# --- PINs, door codes, card security codes ------------------------------------------------
+
+# Digits in up to four groups ("12-34-56"), or up to twelve digits and capitals ("4B28A"),
+# maybe a "#" at either end; never followed by more digits (a phone number, a card), a
+# decimal, a date, a time or a colon ("Alarm code 1001: overtemperature"), nor by a card
+# already redacted (the same verdict on a second pass).
+_PIN_VALUE = re.compile(
+    r"#?(?:\d{2,4}(?:[ -]\d{2,4}){1,3}|[0-9A-Z]{3,12})#?"
+    r"(?![0-9A-Za-z#]|[ -]?(?:\d|\[REDACTED:)|[.,/:]\d|:)"
+)
 _ISO_DATE = re.compile(r"\d{4}-\d\d-\d\d")
-_PLACEHOLDER = frozenset("0#*xX•")
+_CVV_VALUE = re.compile(r"\d{3,4}(?![\w/]|[.,:-]\d)")
 
 
 def _pin_ok(v: str, bare: bool) -> bool:
-    core = v.replace(" ", "").replace("-", "")
+    """A PIN or a door code. With no separator after the label ("pin 1234") only plain
+    digits, and no year ("PIN 2019", "unlock code 1984")."""
+    core = v.replace(" ", "").replace("-", "").strip("#")
     digits = sum(c.isdigit() for c in core)
-    if set(core) <= _PLACEHOLDER:
+    if not core.strip("0"):
+        return False  # "0000": a placeholder
+    if digits < len(core):  # a door code: "4B28A"
+        return not bare and digits >= 3 and len(core) <= 10
+    if _ISO_DATE.fullmatch(v):
         return False
-    letters = [c for c in core if c.isalpha()]
-    if letters:  # a door code: "4B28A"
-        upper = all(c.isupper() for c in letters)
-        return not bare and upper and core == v and digits >= 3 and len(core) <= 10
+    if bare and (core != v or (len(core) == 4 and core[:2] in ("19", "20"))):
+        return False
     return 4 <= digits <= 12
 
 
-def _pin_edit(text: str, pos: int, end: int, bare: bool) -> Edit | None:
+def _value_at(text: str, pos: int, end: int, pattern: re.Pattern[str]) -> re.Match[str] | None:
     while pos < end and text[pos] in _OPEN:
         pos += 1
-    m = _PIN_VALUE.match(text, pos, end)
-    if m is None:
-        return None
-    v = m.group()
-    if _AFTER_NUMBER.match(text, m.end(), end) or _ISO_DATE.fullmatch(v) or not _pin_ok(v, bare):
+    return pattern.match(text, pos, end)
+
+
+def _pin_edit(text: str, pos: int, end: int, bare: bool) -> Edit | None:
+    m = _value_at(text, pos, end, _PIN_VALUE)
+    if m is None or not _pin_ok(m.group(), bare):
         return None
     return m.start(), m.end(), marker("pin")
 
 
-_CVV_VALUE = re.compile(r"\d{3,4}(?![\w.,/:-])")
-
-
 def _cvv_edit(text: str, pos: int, end: int) -> Edit | None:
-    m = _CVV_VALUE.match(text, pos, end)
+    m = _value_at(text, pos, end, _CVV_VALUE)
     return (m.start(), m.end(), marker("payment_card")) if m else None
 
 
 # --- recovery codes and seed phrases: on the label's line, or in the lines below --------
 
-_NUMBERING = re.compile(r"\d{1,2}[.)]?")
 _LIST_MARK = re.compile(r"[ \t]*(?:[-*+>][ \t]+|\d{1,2}[.)][ \t]+)?(?:\[[ xX]\][ \t]+)?")
-_TOKEN = re.compile(r"[^\s,;]+")
-_CODE = re.compile(r"[A-Za-z0-9]{3,12}(?:-[A-Za-z0-9]{3,12}){0,7}")
-_SEED_WORD = re.compile(r"[a-z]{3,8}")
-# Common words the BIP-39 list leaves out (it holds "about", "above", "again"): prose.
-_NOT_SEED_WORDS = frozenset(
-    "the and that with this from which have were been your their there they what when will "
-    "would should could into than them these".split()
+_CODE_TOKEN = re.compile(r"[^\s,;|/]+")
+_SEED_TOKEN = re.compile(r"[^\s,;|/–—-]+")
+_CODE = re.compile(r"[A-Za-z0-9]{3,16}(?:-[A-Za-z0-9]{3,16}){0,7}")
+_NUMBERING = re.compile(r"\d{1,2}[.)]?")
+# A note beside a code ("(used)", "- used", "✅"), an HTML comment's end.
+_CODE_ASIDE = re.compile(
+    r"[ \t]+(?:\([^()\n]{0,40}\)|[-–—][ \t]+[^\W\d][\w ]{0,20}|[✅✓✔❌✗✘☑]\ufe0f?|-->)[ \t]*\r?\Z"
 )
-_COMMENT_END = "-->"  # "<!-- Recovery codes: … -->"
-_MAX_LINE = 300  # a list line longer than this is prose, not codes
-_MAX_LINES = 64
+_SEED_ASIDE = re.compile(r"[ \t]*-->[ \t]*\r?\Z")
+_LONGEST_LIST_LINE = 300  # longer, and a line is prose, not codes
+_MOST_LIST_LINES = 64
+_REST = re.compile(r"[ \t*_:]*\r?")  # what may end the label's line when the list is below
 
 
 def _code_ok(token: str) -> bool:
@@ -160,53 +169,85 @@ def _code_ok(token: str) -> bool:
     return len(core) >= 6 and sum(c.isdigit() for c in core) >= 2
 
 
-def _code_spans(text: str, start: int, stop: int) -> list[tuple[int, int]] | None:
-    """Each recovery code on ``text[start:stop]`` (codes apart by blanks or commas; Google
-    writes one as "1234 5678"), or None when anything else is there."""
-    if stop - start > _MAX_LINE:
-        return None
-    spans: list[tuple[int, int]] = []
-    for m in _TOKEN.finditer(text, start, stop):
-        if m.group() == _COMMENT_END:
-            continue
+def _tokens(
+    text: str, start: int, stop: int, pattern: re.Pattern[str], aside_re: re.Pattern[str]
+) -> list[tuple[int, int]]:
+    """The tokens of ``text[start:stop]`` (a line of at most _LONGEST_LIST_LINE), past
+    quotes and strike-through, less what ``aside_re`` finds at its end."""
+    aside = aside_re.search(text, start, stop)
+    stop = aside.start() if aside else stop
+    out: list[tuple[int, int]] = []
+    for m in pattern.finditer(text, start, stop):
         a, b = m.start(), m.end()
         while a < b and text[a] in _OPEN + "~":
             a += 1
         while b > a and text[b - 1] in _CLOSE + "~.":
             b -= 1
-        tok = text[a:b]
-        if spans and len(tok) == 4 and tok.isdigit() and _four_digits_before(text, spans[-1]):
-            spans[-1] = (spans[-1][0], b)  # the second half of "1234 5678"
+        if a < b:
+            out.append((a, b))
+    return out
+
+
+def _code_spans(text: str, start: int, stop: int) -> list[tuple[int, int]] | None:
+    """Each recovery code on ``text[start:stop]`` (apart by blanks, commas or bars; Google
+    prints one as "1234 5678"), or None when anything else is there."""
+    if stop - start > _LONGEST_LIST_LINE:
+        return None
+    tokens = _tokens(text, start, stop, _CODE_TOKEN, _CODE_ASIDE)
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(tokens):
+        a, b = tokens[i]
+        if (
+            i + 1 < len(tokens)
+            and _four_digits(text[a:b])
+            and _four_digits(text[slice(*tokens[i + 1])])
+        ):
+            spans.append((a, tokens[i + 1][1]))  # "1234 5678"
+            i += 2
             continue
-        if not (_code_ok(tok) or (len(tok) == 4 and tok.isdigit())):
+        if not _code_ok(text[a:b]):
             return None
         spans.append((a, b))
-    if any(not _code_ok(text[a:b].replace(" ", "")) for a, b in spans):
-        return None
+        i += 1
     return spans
 
 
-def _four_digits_before(text: str, span: tuple[int, int]) -> bool:
-    return span[1] - span[0] == 4 and text[span[0] : span[1]].isdigit()
+def _four_digits(s: str) -> bool:
+    return len(s) == 4 and s.isdigit()
+
+
+@cache
+def _bip39_words() -> frozenset[str]:
+    """The English and French BIP-39 lists (what wallets print), composed."""
+    from mnemonic import Mnemonic  # read once, and only when a seed label is found
+
+    words = Mnemonic("english").wordlist + Mnemonic("french").wordlist
+    return frozenset(unicodedata.normalize("NFC", w) for w in words)
 
 
 def _seed_spans(text: str, start: int, stop: int) -> tuple[list[tuple[int, int]], int] | None:
-    """The stretch of seed words on ``text[start:stop]`` and how many words it holds
-    (numbering such as "1." or "12)" allowed), or None when anything else is there."""
-    if stop - start > _MAX_LINE:
+    """The runs of seed words on ``text[start:stop]`` (numbering such as "1." allowed; a run
+    never spans a line break) and how many words they hold, or None when a token is not
+    a BIP-39 word."""
+    if stop - start > _LONGEST_LIST_LINE:
         return None
-    first = last = -1
+    known = _bip39_words()
+    spans: list[tuple[int, int]] = []
     words = 0
-    for m in _TOKEN.finditer(text, start, stop):
-        tok = m.group()
-        if _NUMBERING.fullmatch(tok) or tok == _COMMENT_END:
+    for a, b in _tokens(text, start, stop, _SEED_TOKEN, _SEED_ASIDE):
+        token = text[a:b]
+        if _NUMBERING.fullmatch(token):
             continue
-        if not _SEED_WORD.fullmatch(tok) or tok in _NOT_SEED_WORDS:
+        if unicodedata.normalize("NFC", token.lower()) not in known:
             return None
         words += 1
-        first = m.start() if first < 0 else first
-        last = m.end()
-    return ([(first, last)] if words else []), words
+        gap = text[spans[-1][1] : a] if spans else "\n"
+        if any(c in LINE_BREAKS for c in gap):
+            spans.append((a, b))
+        else:
+            spans[-1] = (spans[-1][0], b)
+    return spans, words
 
 
 def _lines_below(text: str, end: int) -> Iterator[tuple[int, int]]:
@@ -214,28 +255,27 @@ def _lines_below(text: str, end: int) -> Iterator[tuple[int, int]]:
     past blank and code-fence lines (codes come in groups, in fences) until three of those
     in a row. Lazy: the caller stops at the first line that is not what it reads."""
     pos, given, gap = end + 1, 0, 0
-    while pos <= len(text) and given < _MAX_LINES:
+    while pos <= len(text) and given < _MOST_LIST_LINES:
         stop = text.find("\n", pos)
         stop = len(text) if stop < 0 else stop
         line_end = stop - 1 if stop > pos and text[stop - 1] == "\r" else stop
-        stripped = text[pos:line_end].strip()
-        if stripped.startswith(("```", "~~~")) or not stripped:
+        first = _LIST_MARK.match(text, pos, line_end).end()  # type: ignore[union-attr]
+        if first == line_end or text.startswith(("```", "~~~"), first):
             gap += 1
             if gap > 2:
                 return
         else:
             gap = 0
             given += 1
-            yield _LIST_MARK.match(text, pos, line_end).end(), line_end  # type: ignore[union-attr]
+            yield first, line_end
         pos = stop + 1
 
 
 def _listed_edits(text: str, pos: int, end: int, seed: bool) -> list[Edit]:
     """Recovery codes or seed words on the rest of the label's line, or in the lines below
     it when the label ends its line."""
-    kind = "seed_phrase" if seed else "recovery_code"
-    rest = text[pos:end].strip().strip("*_:").strip()
-    lines: Iterable[tuple[int, int]] = [(pos, end)] if rest else _lines_below(text, end)
+    below = _REST.match(text, pos, end).end() == end  # type: ignore[union-attr]
+    lines: Iterable[tuple[int, int]] = _lines_below(text, end) if below else [(pos, end)]
     spans: list[tuple[int, int]] = []
     words = 0
     for a, b in lines:
@@ -252,35 +292,38 @@ def _listed_edits(text: str, pos: int, end: int, seed: bool) -> list[Edit]:
             spans += codes
     if seed and not 12 <= words <= 24:
         return []
-    return [(a, b, marker(kind)) for a, b in spans if not text.startswith(MARK, a)]
+    return [(a, b, marker("seed_phrase" if seed else "recovery_code")) for a, b in spans]
 
 
 # --- a passphrase of plain words ----------------------------------------------------------
 
-_PLAIN_WORDS = re.compile(
-    r"[`\"'«“]?(?P<v>[a-z]{2,12}(?: [a-z]{2,12}){3,7})[`\"'»”]?[ \t]*[.!]?[ \t]*(?:-->[ \t]*)?\r?$",
-    re.MULTILINE,
-)
-# Words that say where the password is, or what it is like, rather than what it is.
+_PLAIN_WORDS = re.compile(r"(?P<v>[a-z]{2,12}(?: [a-z]{2,12}){3,7})")
+# Past the words: a closing quote, a full stop, an HTML comment's end, the line's end. Each
+# run of blanks follows a token of its own: linear, however many blanks.
+_LINE_END = re.compile(r"[`\"'»”]?[ \t]*(?:[.!][ \t]*)?(?:-->[ \t]*)?\r?")
+# Words that say where a passphrase is, or what it is like, rather than what it is.
 _NOT_PASSPHRASE = frozenset(
     """
     see ask same none not set unset empty blank below above here there elsewhere stored saved
     kept managed rotated changed reset required unknown default usual given provided shared
     sent emailed written printed hidden encrypted redacted removed expired forgotten lost
     manager keychain vault bitwarden lastpass keepass dashlane enpass one password passwords
-    your my our their his her its this that it in on at by from as be no yes any all each
-    every only also still just like use using via ou et le la les un une des du dans sur
-    avec pour par voir même pas aucun
+    passphrase your my our their his her its this that it in on at by from as be no yes any
+    all each every only also still just like use using via random randomly generated words
+    word characters chars letters digits symbols long short minimum maximum least length
+    strong weak secure unique pick choose avoid four five six seven eight ten twelve
+    ou et le la les un une des du dans sur avec pour par voir même pas aucun mots
     """.split()
 )
 
 
-def _words_edit(text: str, pos: int, end: int) -> Edit | None:
+def _passphrase_edit(text: str, pos: int, end: int) -> Edit | None:
+    if pos < end and text[pos] in _OPEN:
+        pos += 1
     m = _PLAIN_WORDS.match(text, pos, end)
-    if m is None:
+    if m is None or _LINE_END.match(text, m.end(), end).end() != end:  # type: ignore[union-attr]
         return None
-    words = m.group("v").split()
-    if any(w in STOPWORDS or w in _NOT_PASSPHRASE for w in words):
+    if any(w in STOPWORDS or w in _NOT_PASSPHRASE for w in m.group("v").split()):
         return None
     return m.start("v"), m.end("v"), marker("password")
 
@@ -290,22 +333,18 @@ def _words_edit(text: str, pos: int, end: int) -> Edit | None:
 
 def _edits_for(text: str, label: re.Match[str], end: int) -> list[Edit]:
     after = _AFTER.match(text, label.end(), end)
-    if after is None or any(
-        w.strip("()'\"`*").lower() in _VETO for w in (after["qual"] or "").split()
-    ):
+    if after is None or _vetoed(after["qual"]):
         return []
-    bare = after.group("bare") is not None
-    kind = label.lastgroup
-    if kind == "pin":
+    bare = after["bare"] is not None
+    rule = label.lastgroup
+    if rule in ("recovery", "seed"):
+        return _listed_edits(text, after.end(), end, seed=rule == "seed")
+    if rule == "pin":
         edit = _pin_edit(text, after.end(), end, bare)
-    elif kind == "cvv":
+    elif rule == "cvv":
         edit = _cvv_edit(text, after.end(), end)
-    elif kind == "words":
-        edit = None if bare else _words_edit(text, after.end(), end)
     else:
-        if bare and after.end() < end and text[after.end() : end].strip():
-            return []  # "recovery codes are single use": codes follow a separator or a line
-        return _listed_edits(text, after.end(), end, seed=kind == "seed")
+        edit = None if bare else _passphrase_edit(text, after.end(), end)
     return [edit] if edit is not None else []
 
 
@@ -314,15 +353,9 @@ def redact_codes(note: Note, counts: Counter[str]) -> str:
     security codes, each after its label."""
     text, low = note.text, note.low
     edits: list[Edit] = []
-    done = -1  # lines below a label already read: a second label there reads nothing new
     for start, end in note.lines(_HINTS):
         for label in _LABELS.finditer(low, start, end):
-            if label.start() < done:
-                continue
-            found = _edits_for(text, label, end)
-            edits += found
-            if found and found[-1][0] > end:
-                done = found[-1][1]
+            edits += _edits_for(text, label, end)
     return keep_first(text, edits, counts)
 
 
@@ -331,13 +364,18 @@ def redact_codes(note: Note, counts: Counter[str]) -> str:
 # Only near a word that names a card: a bare number of the right shape is an order number, an
 # id or a serial as often as a card, and scanning every digit of a vault costs too much.
 _CARD_HINTS = ("card", "carte", "visa", "amex")  # "card" holds "mastercard"
-# 16 or 19 digits in fours, or 15 as 4-6-5 (American Express), apart by blanks or dashes or
-# not at all. No lookbehind: it would cost the regex engine its fast scan for a first digit.
+_CARD_WORD = re.compile(r"(?<![a-z])(?:(?:master)?cards?|cartes?|visa|amex)(?![a-z])")
+_MARKERS = re.compile(r"\[redacted:[a-z_]+\]")
+# 16 or 19 digits in fours, or American Express's 15 as 4-6-5, apart by blanks or dashes or
+# not at all; not followed by another group of four (a longer id). No lookbehind: it would
+# cost the regex engine its fast scan for a first digit.
 _CARD = re.compile(
-    r"[2-6]\d{3}(?:(?P<s>[ -]?)\d{4}(?P=s)\d{4}(?P=s)\d{4}(?:(?P=s)\d{3})?"
-    r"|(?P<a>[ -]?)\d{6}(?P=a)\d{5})(?![\w+/]|[.,:-]\d|[ -]\d)"
+    r"(?:[2-6]\d{3}(?P<s>[ -]?)\d{4}(?P=s)\d{4}(?P=s)\d{4}(?:(?P=s)\d{3})?"
+    r"|3[47]\d{2}(?P<a>[ -]?)\d{6}(?P=a)\d{5})"
+    r"(?![\w+/]|[.,:-]\d|[ -]\d{4}(?![/\d]))"
 )
 _NOT_BEFORE = re.compile(r"[\w.+/-]")
+_MOST_CARD_LINES = 20
 
 
 def luhn_ok(digits: str) -> bool:
@@ -348,26 +386,54 @@ def luhn_ok(digits: str) -> bool:
     return total % 10 == 0
 
 
+def issuer_ok(digits: str) -> bool:
+    """First digits a card network issues: Visa 4, Mastercard 51-55 and 2221-2720, Maestro
+    50 and 56-58, American Express 34/37, JCB and Diners 35-39, Discover 6011, 644-649 and
+    65, UnionPay 62."""
+    two, four = int(digits[:2]), int(digits[:4])
+    return (
+        digits[0] == "4"
+        or 50 <= two <= 58
+        or 2221 <= four <= 2720
+        or 34 <= two <= 39
+        or four == 6011
+        or 644 <= int(digits[:3]) <= 649
+        or two in (62, 65)
+    )
+
+
 def _card_edits(text: str, start: int, end: int) -> list[Edit]:
     edits: list[Edit] = []
     for m in _CARD.finditer(text, start, end):
         if m.start() > 0 and _NOT_BEFORE.match(text, m.start() - 1):
             continue  # inside a longer number, a version, a path
         digits = m.group().replace(" ", "").replace("-", "")
-        if len(set(digits)) > 1 and luhn_ok(digits):
+        if luhn_ok(digits) and issuer_ok(digits):
             edits.append((m.start(), m.end(), marker("payment_card")))
     return edits
 
 
+def _names_a_card(low: str, start: int, end: int) -> bool:
+    line = low[start:end]
+    if MARK.lower() in line:  # "[redacted:payment_card]" names no card
+        line = _MARKERS.sub(" ", line)
+    return bool(_CARD_WORD.search(line))
+
+
 def redact_cards(note: Note, counts: Counter[str]) -> str:
-    """Payment card numbers that pass the Luhn check, on a line that names a card or on the
-    line after one ("Visa:" above its number)."""
-    text = note.text
+    """Payment card numbers that pass the Luhn check, on a line that names a card or in
+    the lines under one ("Visa:" above its number, a list of cards)."""
+    text, low = note.text, note.low
     edits: list[Edit] = []
-    scanned = 0
+    read_to = -1  # a list of cards was read to here: a line in it that names a card too
     for start, end in note.lines(_CARD_HINTS):
-        below = text.find("\n", end + 1)
-        stop = len(text) if below < 0 or end >= len(text) else below
-        edits += _card_edits(text, max(start, scanned), stop)
-        scanned = stop
+        if end <= read_to or not _names_a_card(low, start, end):
+            continue
+        edits += _card_edits(text, start, end)
+        for n, (a, b) in enumerate(_lines_below(text, end)):
+            found = _card_edits(text, a, b)
+            if not found or n == _MOST_CARD_LINES:
+                break
+            edits += found
+            read_to = b
     return keep_first(text, edits, counts)
