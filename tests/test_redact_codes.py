@@ -262,7 +262,21 @@ def test_a_card_number_followed_by_its_expiry_date() -> None:
 def test_a_pin_before_a_card_number_is_judged_the_same_on_every_pass() -> None:
     note = f"Digicode 5678 {card()} Visa"
     out, _ = redact(note)
+    assert out == "Digicode 5678 [REDACTED:payment_card] Visa"
     assert redact(out) == (out, Counter())
+
+
+@pytest.mark.parametrize("sep", [" ", ",", ", "])
+def test_two_cards_side_by_side_are_judged_the_same_on_every_pass(sep: str) -> None:
+    out, _ = redact(f"Visa {fours(card())}{sep}{fours(card())}")
+    assert redact(out) == (out, Counter())
+
+
+@pytest.mark.parametrize("brk", ["\r", "\u2028", "\x85", "\x0c"])
+def test_google_pairs_never_join_across_a_line_break(brk: str) -> None:
+    note = f"Recovery codes: 1234{brk}5678{brk}"
+    out, _ = redact(note)
+    assert out.count(brk) == 2
 
 
 def test_numbers_that_are_not_cards_stay() -> None:
@@ -348,6 +362,8 @@ KEEP = [
     "PIN 2019",
     "Code d'entrée 2024",
     "PIN 06 12 34 56 78",
+    "Pin 1024 is reserved",
+    "Pin numbers: 12-34-56",
     "Passphrase: randomly generated diceware words",
     "Password: minimum eight characters long",
     "Password tips: avoid common dictionary words",
@@ -378,6 +394,8 @@ PATHOLOGICAL = {
     "seed_labels_on_one_line": "seed: x " * 200_000,
     "pin_asides": "PIN (a) " * 100_000,
     "cards_under_cards": "Visa:\n" * 50_000,
+    "seed_labels_stacked": "seed\n" * 200_000,
+    "a_card_list_naming_cards": "Visa 4111 1111 1111 1111\n" * 40_000,
 }
 
 

@@ -11,8 +11,6 @@ Guarantees the indexer relies on:
   breaks the block spanned (``\\r\\n`` kept as ``\\r\\n``). Lines without a secret are
   byte-identical, so ``path:start-end`` citations stay right.
 * Idempotent: markers are never matched again, so a second pass changes and counts nothing.
-* No tail: a value a rule cut at a delimiter (``&``, ``,``, a quote…) loses the rest of its
-  run when that run ends the line (:func:`core.mark_tails`).
 * Linear time: patterns start with a literal prefix where they can (the regex engine's
   fast scan) or are bounded by their line, quantifiers are bounded where they could
   backtrack, and each rule runs only where a cheap trigger word occurs (:class:`Note`
@@ -53,7 +51,7 @@ from retriever.redact.assign import redact_assignments
 from retriever.redact.calls import redact_calls
 from retriever.redact.codes import redact_cards, redact_codes
 from retriever.redact.commands import redact_commands
-from retriever.redact.core import Note, mark_tails
+from retriever.redact.core import Note
 from retriever.redact.kubernetes import redact_k8s_secrets
 from retriever.redact.logins import redact_logins, redact_pgpass
 from retriever.redact.pem import redact_pem
@@ -70,7 +68,7 @@ from retriever.redact.vendors import (
 log = logging.getLogger(__name__)
 
 # Bump whenever a rule changes: stored text redacted by an older version must be re-indexed.
-REDACTOR_VERSION = "18"
+REDACTOR_VERSION = "19"
 
 KINDS: tuple[str, ...] = (
     "private_key",
@@ -152,6 +150,5 @@ def redact(text: str) -> tuple[str, Counter[str]]:
             note = Note(new)
     text = note.text
     if counts:
-        text = mark_tails(text)
         log.debug("redacted %d secret(s): %s", sum(counts.values()), sorted(counts))
     return text, counts

@@ -102,6 +102,13 @@ _LINE_HEAD = re.compile(r"[ \t]*(?:(?:[>*+-]|<!--|\d+[.)])[ \t]*)*(?:export[ \t]
 # Where an unquoted value stopped before its run ended: at `&`, `(` or `)` (dotenv and YAML
 # values hold them: Django's SECRET_KEY, `P&ssw0rd`). The run goes on to whitespace.
 _RUN_REST = re.compile(r"[^\s\"'`]+")
+# What a whole-run value may hold past where the unquoted pattern stopped: `P&ssw0rd`,
+# `Tr0ub4dor,x9`, `a;b`, `x)y` (not `<`: "X<br>" in a table ends at its tag).
+_RUN_GOES_ON = frozenset("&(),;}]")
+_PAIRS = (("(", ")"), ("[", "]"), ("{", "}"))
+_SHORT_RUN = re.compile(r"[^\s\"'`]{1,1000}")
+# After a value: closing brackets and punctuation, then the line's end (or a comment).
+_LINE_ENDS = re.compile(r"[ \t)\]}.,;!?]{0,20}(?:#|-->[ \t]*\r?(?:\n|\Z)|\r?(?:\n|\Z))")
 
 # API keys and tokens use this alphabet; `{`, `(`, `|`, `\` and friends mean code or syntax.
 _TOKEN_CHARS = re.compile(r"[A-Za-z0-9+/=_\-.~%]+")
@@ -288,7 +295,14 @@ def _whole_run(text: str, key: str, key_start: int, sep: str, vm: re.Match[str])
     calls or indexes (``password=hash(raw)``)."""
     line_start = text.rfind("\n", 0, key_start) + 1
     if not (key.isupper() or _LINE_HEAD.fullmatch(text, line_start, key_start)):
-        return False  # an upper-case key is an environment variable anywhere: `-e KEY=…`
+        # "SSH key passphrase: Tr0ub4dor&3": a value that ends its line is its whole run
+        # wherever its key stands ("&3" was left behind). A short run only: every key of a
+        # long line would read it again.
+        short = _SHORT_RUN.match(text, vm.start("uv"))
+        if sep != ":" or short is None or short.end() - short.start() >= LONG_VALUE:
+            return False
+        stop = _run_end(text, vm.end("uv"))
+        return _LINE_ENDS.match(text, stop) is not None and "(" not in text[vm.start("uv") : stop]
     stop = _run_end(text, vm.end("uv"))
     if not key.isupper() and any(c in text[vm.start("uv") : stop] for c in "(["):
         return False
@@ -302,13 +316,18 @@ def _whole_run(text: str, key: str, key_start: int, sep: str, vm: re.Match[str])
 
 
 def _run_end(text: str, pos: int) -> int:
-    """End of the run of non-space characters from ``pos``, less an unbalanced closing
-    bracket or a trailing period (``KEY=p(w)x)`` in a call, ``… is a&b.``)."""
+    """End of the run of non-space characters from ``pos``, less unbalanced closing
+    brackets and trailing punctuation (``KEY=p(w)x)`` in a call, ``{password: a&b}``,
+    ``… is a&b.``)."""
     m = _RUN_REST.match(text, pos)
     end = m.end() if m else pos
-    opened, closed = text.count("(", pos, end), text.count(")", pos, end)
-    while end > pos and text[end - 1] in ").,;" and (text[end - 1] != ")" or opened < closed):
-        closed -= text[end - 1] == ")"
+    balance = {c: text.count(o, pos, end) - text.count(c, pos, end) for o, c in _PAIRS}
+    while end > pos and text[end - 1] in ").,;]}":
+        last = text[end - 1]
+        if last in balance:
+            if balance[last] >= 0:
+                break  # closes a bracket the value opened: `p(w)x)` keeps one
+            balance[last] += 1
         end -= 1
     return end
 
@@ -418,7 +437,7 @@ def redact_assignments(note: Note, counts: Counter[str]) -> str:
         start, end = vm.span("qv" if quoted else "uv")
         env = not quoted and _whole_run(text, key, key_start, sep, vm)
         in_query = text[key_start - 1 : key_start] in ("?", "&")  # `?token=abc&state=x`
-        if env and not in_query and text[end : end + 1] in ("&", "(", ")"):
+        if env and not in_query and text[end : end + 1] in _RUN_GOES_ON:
             end = _run_end(text, end)
         raw = value = text[start:end]
         if not quoted:

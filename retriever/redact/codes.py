@@ -88,7 +88,9 @@ _AFTER = re.compile(
     re.IGNORECASE,
 )
 # "PIN length:", "password requirements:", "backup codes policy:": about the code, not it.
-_VETO = VETO_LAST | frozenset("requirement requirements strength complexity hints policies".split())
+_VETO = VETO_LAST | frozenset(
+    "requirement requirements strength complexity hints policies number numbers".split()
+)
 _OPEN = "`\"'«“*"
 _CLOSE = "`\"'»”*"
 
@@ -188,9 +190,9 @@ def _tokens(
     return out
 
 
-def _code_spans(text: str, start: int, stop: int) -> list[tuple[int, int]] | None:
+def _code_spans(text: str, start: int, stop: int) -> tuple[list[tuple[int, int]], int] | None:
     """Each recovery code on ``text[start:stop]`` (apart by blanks, commas or bars; Google
-    prints one as "1234 5678"), or None when anything else is there."""
+    prints one as "1234 5678") and how many, or None when anything else is there."""
     if stop - start > _LONGEST_LIST_LINE:
         return None
     tokens = _tokens(text, start, stop, _CODE_TOKEN, _CODE_ASIDE)
@@ -202,6 +204,7 @@ def _code_spans(text: str, start: int, stop: int) -> list[tuple[int, int]] | Non
             i + 1 < len(tokens)
             and _four_digits(text[a:b])
             and _four_digits(text[slice(*tokens[i + 1])])
+            and not text[b : tokens[i + 1][0]].strip(" \t")  # "1234 5678", never across a break
         ):
             spans.append((a, tokens[i + 1][1]))  # "1234 5678"
             i += 2
@@ -210,7 +213,7 @@ def _code_spans(text: str, start: int, stop: int) -> list[tuple[int, int]] | Non
             return None
         spans.append((a, b))
         i += 1
-    return spans
+    return spans, len(spans)
 
 
 def _four_digits(s: str) -> bool:
@@ -220,8 +223,10 @@ def _four_digits(s: str) -> bool:
 @cache
 def _bip39_words() -> frozenset[str]:
     """The English and French BIP-39 lists (what wallets print), composed."""
-    from mnemonic import Mnemonic  # read once, and only when a seed label is found
-
+    try:
+        from mnemonic import Mnemonic  # read once, and only when a seed label is found
+    except ImportError:  # an install older than the dependency: no seed is recognised
+        return frozenset()
     words = Mnemonic("english").wordlist + Mnemonic("french").wordlist
     return frozenset(unicodedata.normalize("NFC", w) for w in words)
 
@@ -271,28 +276,24 @@ def _lines_below(text: str, end: int) -> Iterator[tuple[int, int]]:
         pos = stop + 1
 
 
-def _listed_edits(text: str, pos: int, end: int, seed: bool) -> list[Edit]:
+def _listed_edits(text: str, pos: int, end: int, seed: bool) -> tuple[list[Edit], int]:
     """Recovery codes or seed words on the rest of the label's line, or in the lines below
-    it when the label ends its line."""
+    it when the label ends its line; and where the reading stopped (a label in the lines
+    read is part of them, not read again: "seed\\n" × 100,000 stays linear)."""
     below = _REST.match(text, pos, end).end() == end  # type: ignore[union-attr]
     lines: Iterable[tuple[int, int]] = _lines_below(text, end) if below else [(pos, end)]
     spans: list[tuple[int, int]] = []
-    words = 0
+    words, read_to = 0, end
     for a, b in lines:
-        if seed:
-            found = _seed_spans(text, a, b)
-            if found is None:
-                break
-            spans += found[0]
-            words += found[1]
-        else:
-            codes = _code_spans(text, a, b)
-            if not codes:
-                break
-            spans += codes
+        read_to = b
+        found = (_seed_spans if seed else _code_spans)(text, a, b)
+        if found is None or not found[1] or words > 24:
+            break
+        spans += found[0]
+        words += found[1]
     if seed and not 12 <= words <= 24:
-        return []
-    return [(a, b, marker("seed_phrase" if seed else "recovery_code")) for a, b in spans]
+        return [], read_to
+    return [(a, b, marker("seed_phrase" if seed else "recovery_code")) for a, b in spans], read_to
 
 
 # --- a passphrase of plain words ----------------------------------------------------------
@@ -331,21 +332,24 @@ def _passphrase_edit(text: str, pos: int, end: int) -> Edit | None:
 # --- the stage ------------------------------------------------------------------------------
 
 
-def _edits_for(text: str, label: re.Match[str], end: int) -> list[Edit]:
+def _edits_for(text: str, label: re.Match[str], end: int) -> tuple[list[Edit], int]:
+    """The label's edits, and where its reading stopped."""
     after = _AFTER.match(text, label.end(), end)
     if after is None or _vetoed(after["qual"]):
-        return []
+        return [], end
     bare = after["bare"] is not None
     rule = label.lastgroup
     if rule in ("recovery", "seed"):
         return _listed_edits(text, after.end(), end, seed=rule == "seed")
     if rule == "pin":
+        if bare and label.group() == "pin" and not text.startswith("PIN", label.start()):
+            return [], end  # "Pin 1024 is reserved", "pin 13": a chip's; "PIN 4821" a code
         edit = _pin_edit(text, after.end(), end, bare)
     elif rule == "cvv":
         edit = _cvv_edit(text, after.end(), end)
     else:
         edit = None if bare else _passphrase_edit(text, after.end(), end)
-    return [edit] if edit is not None else []
+    return ([edit] if edit is not None else []), end
 
 
 def redact_codes(note: Note, counts: Counter[str]) -> str:
@@ -353,9 +357,14 @@ def redact_codes(note: Note, counts: Counter[str]) -> str:
     security codes, each after its label."""
     text, low = note.text, note.low
     edits: list[Edit] = []
+    read_to = -1
     for start, end in note.lines(_HINTS):
         for label in _LABELS.finditer(low, start, end):
-            edits += _edits_for(text, label, end)
+            if label.start() < read_to:
+                continue  # in the lines a label above has read
+            found, stop = _edits_for(text, label, end)
+            edits += found
+            read_to = max(read_to, stop) if stop > end else read_to
     return keep_first(text, edits, counts)
 
 
@@ -367,12 +376,13 @@ _CARD_HINTS = ("card", "carte", "visa", "amex")  # "card" holds "mastercard"
 _CARD_WORD = re.compile(r"(?<![a-z])(?:(?:master)?cards?|cartes?|visa|amex)(?![a-z])")
 _MARKERS = re.compile(r"\[redacted:[a-z_]+\]")
 # 16 or 19 digits in fours, or American Express's 15 as 4-6-5, apart by blanks or dashes or
-# not at all; not followed by another group of four (a longer id). No lookbehind: it would
-# cost the regex engine its fast scan for a first digit.
+# not at all; not followed by another group of four (a longer id) nor by a marker (the same
+# verdict on a second pass). No lookbehind: it would cost the regex engine its fast scan for
+# a first digit.
 _CARD = re.compile(
     r"(?:[2-6]\d{3}(?P<s>[ -]?)\d{4}(?P=s)\d{4}(?P=s)\d{4}(?:(?P=s)\d{3})?"
     r"|3[47]\d{2}(?P<a>[ -]?)\d{6}(?P=a)\d{5})"
-    r"(?![\w+/]|[.,:-]\d|[ -]\d{4}(?![/\d]))"
+    r"(?![\w+/]|[.,:-]\d|[ -]\d{4}(?![/\d])|[ ,-]?\[REDACTED:)"
 )
 _NOT_BEFORE = re.compile(r"[\w.+/-]")
 _MOST_CARD_LINES = 20

@@ -121,31 +121,3 @@ def keep_first(text: str, edits: list[Edit], counts: Counter[str]) -> str:
             kept.append(edit)
             counts[edit[2][len(MARK) : -1]] += 1
     return splice(text, kept)
-
-
-# A value ends at a character its rule reads as a delimiter (`&` in a query string, `,` in a
-# list, `<` of a tag, a quote); in a generated password it is just a character. When the
-# run of characters after a marker goes on to the end of its line, the rest is the value's.
-_TAIL = re.compile(r"[&,;)}\]<>'*\"][^\s]*(?=[ \t]*(?:\r?\n|\r|$))")
-_TAIL_TRIM = ".,;:!?)]}>\"'`*"
-_NOT_A_TAIL = re.compile(r"&[\w.-]+=|</?[A-Za-z][\w-]*/?>")  # `&state=x`, `<br>`
-
-
-def mark_tails(text: str) -> str:
-    """Extend every marker over the rest of its run when that run ends its line:
-    ``password: [REDACTED:password],x9Q`` leaves no ``,x9Q`` behind. Closing brackets,
-    quotes and sentence punctuation at the run's end stay, as do a query string's next
-    parameter and an HTML tag."""
-    edits: list[Edit] = []
-    pos = text.find(MARK)
-    while pos >= 0:
-        close = text.find("]", pos + len(MARK))
-        if close < 0:
-            break
-        m = _TAIL.match(text, close + 1)
-        if m is not None:
-            tail = m.group().rstrip(_TAIL_TRIM)
-            if any(c.isalnum() for c in tail) and not _NOT_A_TAIL.match(m.group()):
-                edits.append((close + 1, close + 1 + len(tail), ""))
-        pos = text.find(MARK, close + 1)
-    return splice(text, edits)

@@ -1,7 +1,8 @@
 """Login pairs written in notes: "login: admin / secret", "user admin pass secret",
 "identifiants : bob / secret", "creds admin:secret", "Wi-Fi: HomeNet / secret"; a pair after
-any label, "Router: admin / secret" (blanks around the slash); a strong password after an
-e-mail address, "me@example.org | secret"; and PostgreSQL password-file lines,
+a device's or an account's label, "Router: admin / secret" (blanks around the slash); an
+e-mail address and a strong password joined by a colon or a slash; and PostgreSQL
+password-file lines,
 "db.example.com:5432:orders:alice:secret".
 
 The value after the user name is a password when it looks like one
@@ -12,12 +13,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
 
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
 from retriever.redact.prose import SPACES, VALUE_TRIM, value_end
-from retriever.redact.prose_values import EMAIL, PW_SYMBOL, is_passphrase, password_ok
-from retriever.redact.values import is_placeholder, looks_random
+from retriever.redact.prose_values import PW_SYMBOL, password_ok
+from retriever.redact.values import alnum_classes, is_placeholder, looks_random
 
 # "login: admin / secret", "user admin pass secret", "identifiants : bob / secret",
 # "creds admin:secret".
@@ -60,47 +60,37 @@ def _pair_edit(text: str, m: re.Match[str], end: int) -> Edit | None:
     return vs, value_end(text, vs, read, end, _VALUE_REST), marker("password")
 
 
-# A pair after any label, "Router: admin / secret", "NAS (garage): root / secret": blanks
-# around the slash (a path has none). With no login label the value must be strict, unless
-# the user is a name devices ship with or an e-mail address.
+# A pair after a device's or an account's label, "Router: admin / secret", "NAS (garage):
+# root / secret", "creds -> postgres / secret": blanks around the slash (a path has none), a
+# label word from this list (not "Route:", "Image:", "Shortcut:"), and a strong value.
 _BARE_PAIR = re.compile(
-    r"(?::|->|→|[ \t][–—])[ \t]*[`\"'*]*(?P<user>[\w@.+-]{0,63}\w)[`\"'*]*[ \t]+/[ \t]+[`\"'*]*"
-    r"(?P<v>[^\s`\"'*<>|]{1,200})"
+    r"(?<![\w-])(?:router|modem|box|nas|server|db|database|camera|printer|switch|firewall"
+    r"|vpn|ssh|sftp|ftp|admin|console|panel|portal|dashboard|creds?|account|bank|mail|email"
+    r"|e-mail|wifi|wi-fi)(?![\w-])[^:\n→>]{0,30}(?::|->|→)[ \t]*[`\"'*]*"
+    r"(?P<user>[\w@.+-]{0,63}\w)[`\"'*]*[ \t]+/[ \t]+[`\"'*]*(?P<v>[^\s`\"'*<>|]{1,200})"
 )
-_DEVICE_USERS = frozenset(
-    "admin administrator root user pi ubnt guest sa postgres operator support".split()
-)
-
-
-# An e-mail address, then a strong password: "Netflix: me@x.com Summer2024!", "me@x.com |
-# …", "me@x.com:…" (a leaked-credentials line).
+# An e-mail address and its password, joined by a colon as credential dumps write them
+# ("me@example.org:secret") or by a slash with blanks ("Gmail: me@example.org / secret").
 _EMAIL_PAIR = re.compile(
-    r"[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63}){1,8}"
-    r"(?:[ \t]*(?::|[|/,;–—-])[ \t]*|[ \t]+)[`\"'*]*(?P<v>[^\s`\"'*<>|]{1,200})"
+    r"(?<![\w.+-])[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63}){1,8}(?::|[ \t]+/[ \t]+)"
+    r"[`\"'*]*(?P<v>[^\s`\"'*<>|]{1,200})"
 )
 
 
 def _strong(v: str) -> bool:
-    """A password with no login label to vouch for it: a symbol, a passphrase or noise
-    ("Build: Debug / Release-x64" is no login)."""
+    """A password with no login label to vouch for it: a symbol, or noise of capitals,
+    small letters and digits ("DB: postgres / postgres-14-data" is no login)."""
     return password_ok(v, True) and (
-        bool(PW_SYMBOL.search(v)) or is_passphrase(v, 3) or (len(v) >= 12 and looks_random(v))
+        bool(PW_SYMBOL.search(v)) or (len(v) >= 12 and alnum_classes(v) == 3 and looks_random(v))
     )
 
 
-def _value_edit(text: str, m: re.Match[str], end: int, ok: Callable[[str], bool]) -> Edit | None:
+def _value_edit(text: str, m: re.Match[str], end: int) -> Edit | None:
     vs, read = m.start("v"), m.end("v")
     v = text[vs:read].rstrip(VALUE_TRIM)
-    if text.startswith(MARK, vs) or not v or not ok(v):
+    if text.startswith(MARK, vs) or not v or not _strong(v):
         return None
     return vs, value_end(text, vs, read, end, _VALUE_REST), marker("password")
-
-
-def _bare_pair_edit(text: str, m: re.Match[str], end: int) -> Edit | None:
-    user = m.group("user")
-    if user.lower() in _DEVICE_USERS or EMAIL.fullmatch(user):
-        return _value_edit(text, m, end, lambda v: password_ok(v, False))
-    return _value_edit(text, m, end, _strong)
 
 
 def redact_logins(note: Note, counts: Counter[str]) -> str:
@@ -117,16 +107,12 @@ def redact_logins(note: Note, counts: Counter[str]) -> str:
             if edit is not None:
                 edits.append(edit)
                 last = (edit[0], edit[1])
-    for start, end in note.lines((" / ",)):
-        for m in _BARE_PAIR.finditer(text, start, end):
-            edit = _bare_pair_edit(text, m, end)
-            if edit is not None:
-                edits.append(edit)
-    for start, end in note.lines(("@",)):
-        for m in _EMAIL_PAIR.finditer(text, start, end):
-            edit = _value_edit(text, m, end, _strong)
-            if edit is not None:
-                edits.append(edit)
+    for hint, pattern in ((" / ", _BARE_PAIR), ("@", _EMAIL_PAIR)):
+        for start, end in note.lines((hint,)):
+            for m in pattern.finditer(low, start, end):
+                edit = _value_edit(text, m, end)
+                if edit is not None:
+                    edits.append(edit)
     return keep_first(text, edits, counts)
 
 

@@ -50,8 +50,11 @@ _PW_LABEL = (
     + r")?r[eé]seau)?"
     r"|(?:wi-?fi|wlan|wpa2?|network|r[eé]seau)" + SPACES + "key"
     r"|cl[eé]f?" + SPACES + r"(?:du" + SPACES + r")?(?:wi-?fi|wpa2?|r[eé]seau)"
-    # "Wi-Fi:", "WiFi (home):", "Wifi at mum's:", "Home wifi — …": a separator must follow
-    r"|wi-?fi(?=(?:[ \t]+[^\s:=]{1,30}){0,3}[ \t]*(?:::|:[ \t]|[–—][ \t]))"
+    # "Wi-Fi:", "WiFi (home):", "Wifi at mum's:", "wifi for guests:", "Home wifi — …": a
+    # separator must follow, after an aside or a place at most ("wifi after update:" and
+    # "WiFi chip —" name no password)
+    r"|wi-?fi(?=(?:[ \t]+\([^()\n]{1,30}\)|[ \t]+(?:at|chez|for|pour)[ \t]+[^\s:=]{1,30}"
+    r"(?:[ \t]+[^\s:=]{1,30})?)?[ \t]*(?:::|:[ \t]|[–—][ \t]))"
 )
 _KEY_LABEL = (
     r"(?:encryption|decryption|master|backup|recovery|unlock|luks|age|vault|signing|secret"
