@@ -1470,6 +1470,8 @@ def test_a_wifi_label_naming_the_network_stays(line: str) -> None:
         "passwd: {s}**(old)**",
         'password: {s}"bob"',
         "- password: {s} # rotated",
+        "mysql -u root --password={s}&&echo ok",
+        "the password: {s} is rotated",
     ],
 )
 def test_a_value_cut_at_its_syntax_keeps_what_follows(line: str) -> None:
@@ -1477,3 +1479,38 @@ def test_a_value_cut_at_its_syntax_keeps_what_follows(line: str) -> None:
     out, counts = redact(line.replace("{s}", secret))
     assert out == line.replace("{s}", "[REDACTED:password]")
     assert counts == Counter({"password": 1})
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "mysql -u root --password={s}",
+        'echo "password: {s}"',
+        "SSH key passphrase: {s}<br>",
+        "| NAS | password: {s} | old |",
+        "{{PASSWORD: {s}}}",
+    ],
+)
+def test_a_value_that_ends_its_line_or_cell_is_its_whole_run(template: str) -> None:
+    head, tail = secrets.choice(PASSPHRASE_WORDS).title() + digits(4), rand(6)
+    line = template.replace("{s}", f"{head}&{tail}").replace("{{", "{").replace("}}", "}")
+    out, counts = redact(line)
+    assert out == template.replace("{s}", "[REDACTED:password]").replace("{{", "{").replace(
+        "}}", "}"
+    )
+    assert counts == Counter({"password": 1})
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "secrets: API_KEY,DB_PASSWORD",
+        "Env vars: token: GITHUB_TOKEN,NPM_TOKEN",
+        "Permissions for token: contents:read,issues:write",
+        "the password: getpass()",
+        "the token: os.getenv(X)",
+        "Sandbox: admin / Xy7$kQ!9pLm#",
+    ],
+)
+def test_lists_calls_and_lookalike_labels_stay(line: str) -> None:
+    assert redact(line) == (line, Counter())

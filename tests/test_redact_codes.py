@@ -93,6 +93,7 @@ def check(template: str, values: list[str], kind: str) -> str:
         "Digicode : {0}",
         "Code du portail : {0}",
         "<!-- Voicemail PIN: {0} -->",
+        "My bank card Pin {0}",
         "Voicemail passcode {0}",
         "Mon code de carte bleue est {0}",
         "Code confidentiel : {0}",
@@ -144,6 +145,15 @@ def test_recovery_codes_listed_below_their_label(eol: str) -> None:
     check(
         "Recovery codes:\n- {0}\n- {1}\n\n- {2}\n- {3}\n",
         [code() for _ in range(4)],
+        "recovery_code",
+    )
+
+
+def test_a_long_list_of_recovery_codes_is_read_whole() -> None:
+    codes = [code() for _ in range(32)]
+    check(
+        "GitHub recovery codes:\n" + "".join(f"{{{i}}}\n" for i in range(32)),
+        codes,
         "recovery_code",
     )
 
@@ -362,7 +372,7 @@ KEEP = [
     "PIN 2019",
     "Code d'entrée 2024",
     "PIN 06 12 34 56 78",
-    "Pin 1024 is reserved",
+    "pin 1024 is reserved",
     "Pin numbers: 12-34-56",
     "Passphrase: randomly generated diceware words",
     "Password: minimum eight characters long",

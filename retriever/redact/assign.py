@@ -101,14 +101,21 @@ _LINE_HEAD = re.compile(r"[ \t]*(?:(?:[>*+-]|<!--|\d+[.)])[ \t]*)*(?:export[ \t]
 
 # Where an unquoted value stopped before its run ended: at `&`, `(` or `)` (dotenv and YAML
 # values hold them: Django's SECRET_KEY, `P&ssw0rd`). The run goes on to whitespace.
-_RUN_REST = re.compile(r"[^\s\"'`]+")
+# A run ends at a blank, a quote, a table's pipe or an HTML tag ("X<br>", "X</li>").
+_RUN_REST = re.compile(r"(?:[^\s\"'`|<]|<(?!/?[A-Za-z]))+")
 # What a whole-run value may hold past where the unquoted pattern stopped: `P&ssw0rd`,
 # `Tr0ub4dor,x9`, `a;b`, `x)y` (not `<`: "X<br>" in a table ends at its tag).
 _RUN_GOES_ON = frozenset("&(),;}]")
 _PAIRS = (("(", ")"), ("[", "]"), ("{", "}"))
+_SECRETISH = re.compile(r"[\d!#$%^*+=?@~]")  # what a password's next piece holds, a name's not
+_PARAM = re.compile(r"\w+=")
 _SHORT_RUN = re.compile(r"[^\s\"'`]{1,1000}")
-# After a value: closing brackets and punctuation, then the line's end (or a comment).
-_LINE_ENDS = re.compile(r"[ \t)\]}.,;!?]{0,20}(?:#|-->[ \t]*\r?(?:\n|\Z)|\r?(?:\n|\Z))")
+# After a value: closing brackets, quotes and punctuation, then the line's end, a comment,
+# a table's next cell or an HTML tag.
+_LINE_ENDS = re.compile(
+    r"[ \t)\]}.,;!?\"'`]{0,20}"
+    r"(?:#|\||</?[A-Za-z][^>\n]{0,30}>|-->[ \t]*\r?(?:\n|\Z)|\r?(?:\n|\Z))"
+)
 
 # API keys and tokens use this alphabet; `{`, `(`, `|`, `\` and friends mean code or syntax.
 _TOKEN_CHARS = re.compile(r"[A-Za-z0-9+/=_\-.~%]+")
@@ -289,30 +296,50 @@ def _is_annotation(ann: str) -> bool:
 
 def _whole_run(text: str, key: str, key_start: int, sep: str, vm: re.Match[str]) -> bool:
     """A value whose run of non-space characters is all its own: ``KEY=value`` with nothing
-    between (dotenv, shell, compose), or ``key: value`` ending its line (YAML); the key is
-    upper case or starts its line (after indentation, ``export``, a list or quote marker). A keyword
+    between (dotenv, shell, compose), or ``key: value`` ending its line (YAML), the key
+    upper case or at its line's start (``_at_line_head``); elsewhere ``key: value`` or
+    ``--key=value`` whose run ends the line ("SSH key passphrase: Tr0ub4dor&3"). A keyword
     argument (``f(password=getpass())``) is code, and so is a lowercase key's value that
     calls or indexes (``password=hash(raw)``)."""
-    line_start = text.rfind("\n", 0, key_start) + 1
-    if not (key.isupper() or _LINE_HEAD.fullmatch(text, line_start, key_start)):
+    if not _at_line_head(text, key, key_start):
         # "SSH key passphrase: Tr0ub4dor&3": a value that ends its line is its whole run
         # wherever its key stands ("&3" was left behind). A short run only: every key of a
         # long line would read it again.
         short = _SHORT_RUN.match(text, vm.start("uv"))
-        if sep != ":" or short is None or short.end() - short.start() >= LONG_VALUE:
-            return False
+        if sep not in (":", "=") or short is None or short.end() - short.start() >= LONG_VALUE:
+            return False  # ("--password=X&3" too)
         stop = _run_end(text, vm.end("uv"))
-        return _LINE_ENDS.match(text, stop) is not None and "(" not in text[vm.start("uv") : stop]
+        value = text[vm.start("uv") : stop]
+        return _LINE_ENDS.match(text, stop) is not None and not any(c in value for c in "([")
     stop = _run_end(text, vm.end("uv"))
     if not key.isupper() and any(c in text[vm.start("uv") : stop] for c in "(["):
         return False
     if sep == "=":
         return not vm.group("pad") and text[vm.start() - 2 : vm.start() - 1] != " "
     if sep == ":":
-        line_end = text.find("\n", stop)
-        rest = text[stop : len(text) if line_end < 0 else line_end].strip()
-        return not rest or rest.startswith("#") or rest == "-->"
+        return _LINE_ENDS.match(text, stop) is not None
     return False
+
+
+def _at_line_head(text: str, key: str, key_start: int) -> bool:
+    """An upper-case key (an environment variable anywhere: `-e KEY=…`), or one that starts
+    its line after indentation, ``export``, a list or quote marker."""
+    line_start = text.rfind("\n", 0, key_start) + 1
+    return key.isupper() or _LINE_HEAD.fullmatch(text, line_start, key_start) is not None
+
+
+def _extended(text: str, cut: int, *, anywhere: bool) -> int:
+    """Where a whole-run value cut at ``cut`` ends: the run's end, unless what follows the
+    cut is a list's next name ("API_KEY,DB_PASSWORD", "contents:read,issues:write") or the
+    next key ("abc&def=1", "…;Trusted_Connection=False;"). ``anywhere``: the key does not
+    start its line (its value is a whole run only because it ends the line)."""
+    end = _run_end(text, cut)
+    if text[cut] in "&()" and not anywhere:
+        return end  # a dotenv or YAML value at its line's start: Django's SECRET_KEY
+    piece = text[cut + 1 : end]
+    if _PARAM.match(piece) or (text[cut] in ",;" and not _SECRETISH.search(piece)):
+        return cut
+    return end
 
 
 def _run_end(text: str, pos: int) -> int:
@@ -438,7 +465,7 @@ def redact_assignments(note: Note, counts: Counter[str]) -> str:
         env = not quoted and _whole_run(text, key, key_start, sep, vm)
         in_query = text[key_start - 1 : key_start] in ("?", "&")  # `?token=abc&state=x`
         if env and not in_query and text[end : end + 1] in _RUN_GOES_ON:
-            end = _run_end(text, end)
+            end = _extended(text, end, anywhere=not _at_line_head(text, key, key_start))
         raw = value = text[start:end]
         if not quoted:
             value = raw.rstrip(".:*")  # a final "!" is part of a password far more often

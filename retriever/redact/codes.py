@@ -287,7 +287,7 @@ def _listed_edits(text: str, pos: int, end: int, seed: bool) -> tuple[list[Edit]
     for a, b in lines:
         read_to = b
         found = (_seed_spans if seed else _code_spans)(text, a, b)
-        if found is None or not found[1] or words > 24:
+        if found is None or not found[1] or (seed and words > 24):
             break
         spans += found[0]
         words += found[1]
@@ -342,8 +342,8 @@ def _edits_for(text: str, label: re.Match[str], end: int) -> tuple[list[Edit], i
     if rule in ("recovery", "seed"):
         return _listed_edits(text, after.end(), end, seed=rule == "seed")
     if rule == "pin":
-        if bare and label.group() == "pin" and not text.startswith("PIN", label.start()):
-            return [], end  # "Pin 1024 is reserved", "pin 13": a chip's; "PIN 4821" a code
+        if bare and label.group() == "pin" and text.startswith("pin", label.start()):
+            return [], end  # "pin 13": a chip's; "PIN 4821", "card Pin 4821": a code
         edit = _pin_edit(text, after.end(), end, bare)
     elif rule == "cvv":
         edit = _cvv_edit(text, after.end(), end)

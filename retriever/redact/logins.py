@@ -2,8 +2,7 @@
 "identifiants : bob / secret", "creds admin:secret", "Wi-Fi: HomeNet / secret"; a pair after
 a device's or an account's label, "Router: admin / secret" (blanks around the slash); an
 e-mail address and a strong password joined by a colon or a slash; and PostgreSQL
-password-file lines,
-"db.example.com:5432:orders:alice:secret".
+password-file lines, "db.example.com:5432:orders:alice:secret".
 
 The value after the user name is a password when it looks like one
 (:func:`prose_values.password_ok`): "login: admin / admin" and "user: alice / bob" are kept.
@@ -66,7 +65,9 @@ def _pair_edit(text: str, m: re.Match[str], end: int) -> Edit | None:
 _BARE_PAIR = re.compile(
     r"(?<![\w-])(?:router|modem|box|nas|server|db|database|camera|printer|switch|firewall"
     r"|vpn|ssh|sftp|ftp|admin|console|panel|portal|dashboard|creds?|account|bank|mail|email"
-    r"|e-mail|wifi|wi-fi)(?![\w-])[^:\n→>]{0,30}(?::|->|→)[ \t]*[`\"'*]*"
+    r"|e-mail|wifi|wi-fi|gmail|outlook|icloud|google|apple|microsoft|amazon|netflix|paypal"
+    r"|github|gitlab|jira|grafana|synology|proxmox|unifi|idrac|ilo|mysql|postgres|dropbox)"
+    r"(?![\w-])[^:\n→>]{0,30}(?::|->|→)[ \t]*[`\"'*]*"
     r"(?P<user>[\w@.+-]{0,63}\w)[`\"'*]*[ \t]+/[ \t]+[`\"'*]*(?P<v>[^\s`\"'*<>|]{1,200})"
 )
 # An e-mail address and its password, joined by a colon as credential dumps write them

@@ -53,8 +53,9 @@ _PW_LABEL = (
     # "Wi-Fi:", "WiFi (home):", "Wifi at mum's:", "wifi for guests:", "Home wifi — …": a
     # separator must follow, after an aside or a place at most ("wifi after update:" and
     # "WiFi chip —" name no password)
-    r"|wi-?fi(?=(?:[ \t]+\([^()\n]{1,30}\)|[ \t]+(?:at|chez|for|pour)[ \t]+[^\s:=]{1,30}"
-    r"(?:[ \t]+[^\s:=]{1,30})?)?[ \t]*(?:::|:[ \t]|[–—][ \t]))"
+    r"|wi-?fi(?=(?:[ \t]+\([^()\n]{1,30}\)|[ \t]+(?:at|chez|for|pour|du|de|des)[ \t]+[^\s:=]{1,30}"
+    r"(?:[ \t]+[^\s:=]{1,30})?|[ \t]+(?:guests?|invit[ée]s?|home|maison|salon|bureau|office"
+    r"|[25](?:\.4)?ghz))?[ \t]*(?:::|:[ \t]|[–—][ \t]))"
 )
 _KEY_LABEL = (
     r"(?:encryption|decryption|master|backup|recovery|unlock|luks|age|vault|signing|secret"
