@@ -374,7 +374,7 @@ def redact_codes(note: Note, counts: Counter[str]) -> str:
 # id or a serial as often as a card, and scanning every digit of a vault costs too much.
 _CARD_HINTS = ("card", "carte", "visa", "amex")  # "card" holds "mastercard"
 _CARD_WORD = re.compile(r"(?<![a-z])(?:(?:master)?cards?|cartes?|visa|amex)(?![a-z])")
-_MARKERS = re.compile(r"\[redacted:[a-z_]+\]")
+_MARKERS = re.compile(re.escape(MARK.lower()) + r"[a-z_]+\]")  # in the lowercase twin
 # 16 or 19 digits in fours, or American Express's 15 as 4-6-5, apart by blanks or dashes or
 # not at all; not followed by another group of four (a longer id) nor by a marker (the same
 # verdict on a second pass). No lookbehind: it would cost the regex engine its fast scan for

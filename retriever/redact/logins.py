@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
 from retriever.redact.prose import SPACES, VALUE_TRIM, value_end
@@ -51,10 +52,17 @@ _LOGIN_HINTS = (
 _PAIR_HINTS = ("/", ":", "pass", "pw", "mdp")
 
 
-def _pair_edit(text: str, m: re.Match[str], end: int) -> Edit | None:
+def _value_edit(
+    text: str,
+    m: re.Match[str],
+    end: int,
+    ok: Callable[[str], bool] = lambda v: password_ok(v, False),
+) -> Edit | None:
+    """The password in ``m``'s group ``v``, when ``ok`` says it is one (a labelled pair's
+    value by default), redacted to the end of its run."""
     vs, read = m.start("v"), m.end("v")
     v = text[vs:read].rstrip(VALUE_TRIM)
-    if text.startswith(MARK, vs) or not v or not password_ok(v, False):
+    if text.startswith(MARK, vs) or not v or not ok(v):
         return None
     return vs, value_end(text, vs, read, end, _VALUE_REST), marker("password")
 
@@ -86,14 +94,6 @@ def _strong(v: str) -> bool:
     )
 
 
-def _value_edit(text: str, m: re.Match[str], end: int) -> Edit | None:
-    vs, read = m.start("v"), m.end("v")
-    v = text[vs:read].rstrip(VALUE_TRIM)
-    if text.startswith(MARK, vs) or not v or not _strong(v):
-        return None
-    return vs, value_end(text, vs, read, end, _VALUE_REST), marker("password")
-
-
 def redact_logins(note: Note, counts: Counter[str]) -> str:
     text, low = note.text, note.low
     edits: list[Edit] = []
@@ -104,14 +104,14 @@ def redact_logins(note: Note, counts: Counter[str]) -> str:
         for m in _LOGIN_PAIR.finditer(low, start, end):
             if last[0] <= m.start("v") < last[1]:
                 continue
-            edit = _pair_edit(text, m, end)
+            edit = _value_edit(text, m, end)
             if edit is not None:
                 edits.append(edit)
                 last = (edit[0], edit[1])
     for hint, pattern in ((" / ", _BARE_PAIR), ("@", _EMAIL_PAIR)):
         for start, end in note.lines((hint,)):
             for m in pattern.finditer(low, start, end):
-                edit = _value_edit(text, m, end)
+                edit = _value_edit(text, m, end, _strong)
                 if edit is not None:
                     edits.append(edit)
     return keep_first(text, edits, counts)
