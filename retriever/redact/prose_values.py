@@ -102,6 +102,10 @@ def _is_name(v: str) -> bool:
     pieces = _NAME_PIECE.findall(v)
     if not pieces or len(pieces) > 6:
         return False
+    if sum(len(p) <= 2 or not VOWEL.search(p) for p in pieces) > 2:
+        # Random characters switch case every few letters: many short or vowelless pieces,
+        # though each passes below ("Z1LBBV2kog-XGUaU", "Li_Julv_QAjatA5o"; "IPv6…" has 2).
+        return False
     return all((p.isupper() and len(p) <= 5) or (len(p) <= 15 and VOWEL.search(p)) for p in pieces)
 
 
