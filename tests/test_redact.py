@@ -1514,3 +1514,18 @@ def test_a_value_that_ends_its_line_or_cell_is_its_whole_run(template: str) -> N
 )
 def test_lists_calls_and_lookalike_labels_stay(line: str) -> None:
     assert redact(line) == (line, Counter())
+
+
+@pytest.mark.parametrize("value", ["Z1LBBV2kog-XGUaU", "Li_Julv_QAjatA5o", "YmHauFo_1_5RNuRZ"])
+def test_random_characters_that_split_into_name_like_pieces_are_a_password(value: str) -> None:
+    # Seen as flakes of the generated passwords above: each piece passes for a word.
+    note = f"| Site | Password |\n|--|--|\n| NAS | {value} |\n"
+    assert redact(note) == (note.replace(value, "[REDACTED:password]"), Counter({"password": 1}))
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["Win32_UserAccount", "HomeNet-5G", "ReadWrite2Mode", "Win32_NetworkAdapterConfiguration"],
+)
+def test_names_with_a_number_stay_names(name: str) -> None:
+    assert redact(f"The password is {name}") == (f"The password is {name}", Counter())
