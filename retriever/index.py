@@ -49,6 +49,7 @@ from retriever.planner_stats import (
     keep_statistics,
 )
 from retriever.prepare import (
+    Kept,
     PreparedDoc,
     PrepareJob,
     PrepareResult,
@@ -421,6 +422,9 @@ def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
         known = store.known_hashes(
             conn, [f.path for f in changed] if n_indexed and not full else []
         )
+        # A new pipeline re-derives every note but rewrites only those whose output moved
+        # (--full rewrites them all, whatever the index holds).
+        derived = store.derived_digests(conn) if rebuild and not full else {}
         conn.commit()
     report.skipped = scan.skipped_too_large + scan.skipped_escaping_links + scan.skipped_bad_names
     for rel in scan.skipped_too_large:
@@ -447,7 +451,10 @@ def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
         return None
     if full and scan.unreadable_dirs:
         run.unreached = [p for p in states if scan.hides(p)]
-    todo = [_job(run, f, known.get(f.path)) for f in (scan.files if full else changed)]
+    todo = [
+        _job(run, f, known.get(f.path), derived.get(f.path), states.get(f.path))
+        for f in (scan.files if full else changed)
+    ]
     report.files_unchanged = report.files_seen - len(todo)
     added = any(j.path not in states for j in todo)
     return _Plan(
@@ -455,10 +462,19 @@ def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
     )
 
 
-def _job(run: _Run, found: FileInfo, known: bytes | None) -> PrepareJob:
-    """The prepare job of one note; a known hash lets an untouched body skip re-chunking."""
+def _job(
+    run: _Run,
+    found: FileInfo,
+    known: bytes | None,
+    derived: bytes | None = None,
+    stamp: tuple[int, int] | None = None,
+) -> PrepareJob:
+    """The prepare job of one note; a known hash lets an untouched body skip re-chunking,
+    a known digest (a re-derivation) lets an unchanged output skip its write."""
     chunking = (run.settings.chunk_min_chars, run.settings.chunk_max_chars)
-    return PrepareJob(str(run.vault), found.path, *chunking, known)
+    if derived is None:
+        return PrepareJob(str(run.vault), found.path, *chunking, known)
+    return PrepareJob(str(run.vault), found.path, *chunking, None, derived, stamp)
 
 
 def _apply(run: _Run, conn: psycopg.Connection, plan: _Plan) -> list[str]:
@@ -692,6 +708,8 @@ def _write_changes(
                 log.warning("redacted %d %s credential(s) in %s", count, kind, result.path)
         elif isinstance(result, Unchanged):
             touched.append((result.path, result.size, result.mtime_ns))
+        elif isinstance(result, Kept):
+            report.files_unchanged += 1
         else:
             report.errors.append(f"{result.path}: cannot read ({result.reason})")
         full = len(batch) >= WRITE_BATCH or chunks_held >= WRITE_BATCH_CHUNKS

@@ -61,6 +61,13 @@ def known_hashes(conn: psycopg.Connection, paths: Sequence[str]) -> dict[str, by
     return {path: bytes(sha) for path, sha in rows}
 
 
+def derived_digests(conn: psycopg.Connection) -> dict[str, bytes]:
+    """Each indexed note's derived digest (``prepare.derived_digest``), where it has one
+    (notes written before revision 0008 have none)."""
+    rows = conn.execute("SELECT path, derived FROM documents WHERE derived IS NOT NULL")
+    return {path: bytes(digest) for path, digest in rows}
+
+
 def notes_stamp(conn: psycopg.Connection) -> tuple[int, ...]:
     """Every note's id, path, title and aliases summed up in one pass (~10 ms for 17,000
     notes): what is built from them (link resolution, the title index) is rebuilt only
@@ -272,15 +279,15 @@ def _upsert_documents(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> 
         cur.executemany(
             """
             INSERT INTO documents (path, size, mtime_ns, sha256, title, frontmatter, tags,
-                aliases, note_type, created, updated, encoding, indexed_at)
-            VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, now())
+                aliases, note_type, created, updated, encoding, derived, indexed_at)
+            VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, now())
             ON CONFLICT (path) DO UPDATE SET size = excluded.size,
                 mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256,
                 title = excluded.title, frontmatter = excluded.frontmatter,
                 tags = excluded.tags, aliases = excluded.aliases,
                 note_type = excluded.note_type, created = excluded.created,
                 updated = excluded.updated, encoding = excluded.encoding,
-                indexed_at = now()
+                derived = excluded.derived, indexed_at = now()
             RETURNING id, path
             """,
             [_document_row(d) for d in docs],
@@ -298,7 +305,7 @@ def _upsert_documents(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> 
 def _document_row(d: PreparedDoc) -> tuple[object, ...]:
     frontmatter = json.dumps(d.frontmatter, default=str)
     described = (d.title, frontmatter, d.tags, d.aliases, d.note_type, d.created, d.updated)
-    return (d.path, d.size, d.mtime_ns, d.sha256, *described, d.encoding)
+    return (d.path, d.size, d.mtime_ns, d.sha256, *described, d.encoding, d.derived or None)
 
 
 def _insert_passages(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> None:

@@ -7,6 +7,7 @@ secret an older redactor let through leaves the database.
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections import Counter
 from pathlib import Path
@@ -49,3 +50,93 @@ def test_a_new_redactor_version_re_redacts_the_stored_text(
     assert phrase not in stored
     assert "code wifi : [REDACTED:password]" in stored
     assert report.redactions.get("password", 0) >= 1
+
+
+def _row_versions(url: str) -> dict[str, tuple[str, str, int]]:
+    """Each note's row version (xmin: the transaction that last wrote it), its chunks' row
+    versions and its chunk count: a row the run rewrote has a new xmin."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT d.path, d.xmin::text, coalesce(string_agg(c.xmin::text, ',' ORDER BY"
+            " c.ordinal), ''), count(c.id) FROM documents d LEFT JOIN chunks c"
+            " ON c.doc_id = d.id GROUP BY d.path, d.xmin"
+        ).fetchall()
+    return {path: (doc, chunks, int(n)) for path, doc, chunks, n in rows}
+
+
+def _new_pipeline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index was written by another pipeline (as after an upgrade)."""
+    old = index.PIPELINE_VERSION
+    monkeypatch.setattr(index, "PIPELINE_VERSION", old + "-next")
+
+
+def test_a_new_pipeline_rewrites_only_the_notes_whose_output_moved(
+    make_app, vault_copy: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = make_app(vault_copy)
+    # One note holds a word that the next pipeline redacts and this one does not.
+    inbox = vault_copy / "Inbox.md"
+    inbox.write_text(inbox.read_text("utf-8") + "\nzeppelin\n", "utf-8")
+    monkeypatch.setattr(prepare, "redact", lambda t: (t.replace("zeppelin", "[X]"), Counter()))
+    app.index()
+    before = _row_versions(db_url)
+    assert len(before) > 10
+
+    _new_pipeline(monkeypatch)  # and the word is redacted by the new one
+    monkeypatch.setattr(
+        prepare, "redact", lambda t: (t.replace("zeppelin", "[REDACTED:word]"), Counter())
+    )
+    report = app.index()
+    assert report.full
+    assert report.files_changed == 1 and report.files_touched == 0
+    assert report.files_unchanged == len(before) - 1
+    after = _row_versions(db_url)
+    assert after["Inbox.md"][0] != before["Inbox.md"][0]  # rewritten
+    assert all(after[p] == before[p] for p in before if p != "Inbox.md")  # not one row else
+    assert "[REDACTED:word]" in passages(db_url) and "[X]" not in passages(db_url)
+
+
+def test_a_new_pipeline_refreshes_a_touched_stamp_without_rewriting(
+    make_app, vault_copy: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = make_app(vault_copy)
+    app.index()
+    before = _row_versions(db_url)
+    note = vault_copy / "Inbox.md"
+    later = note.stat().st_mtime_ns + 5_000_000_000
+    os.utime(note, ns=(later, later))  # same bytes, new mtime
+    _new_pipeline(monkeypatch)
+    report = app.index()
+    assert report.full and report.files_changed == 0 and report.files_touched == 1
+    after = _row_versions(db_url)
+    assert after["Inbox.md"][1:] == before["Inbox.md"][1:]  # its chunks were not rewritten
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        [(mtime,)] = conn.execute("SELECT mtime_ns FROM documents WHERE path = 'Inbox.md'")
+    assert mtime == later
+    assert app.index().files_changed == 0  # and the next run finds nothing to do
+
+
+def test_full_and_digestless_notes_are_rewritten(
+    make_app, vault_copy: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = make_app(vault_copy)
+    app.index()
+    first = _row_versions(db_url)
+    # --full rewrites every note, whatever the index holds.
+    report = app.index(full=True)
+    assert report.files_changed == len(first)
+    second = _row_versions(db_url)
+    assert all(second[p][0] != first[p][0] for p in first)
+    # Notes written before revision 0008 have no digest: a new pipeline rewrites them.
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("UPDATE documents SET derived = NULL WHERE path <> 'Inbox.md'")
+        [(n_null,)] = conn.execute("SELECT count(*) FROM documents WHERE derived IS NULL")
+    second = _row_versions(db_url)
+    _new_pipeline(monkeypatch)
+    report = app.index()
+    assert report.files_changed == n_null == len(first) - 1
+    third = _row_versions(db_url)
+    assert third["Inbox.md"] == second["Inbox.md"]
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        [(n_null,)] = conn.execute("SELECT count(*) FROM documents WHERE derived IS NULL")
+    assert n_null == 0
