@@ -298,7 +298,9 @@ def _json_safe(value: Any, depth: int = 0) -> Any:
         return str(value)
     if isinstance(value, dict):
         return {_json_key(k): _json_safe(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
+    if isinstance(value, set | frozenset):  # YAML's !!set: in an order no hash seed moves
+        return sorted((_json_safe(v, depth + 1) for v in value), key=repr)
+    if isinstance(value, list | tuple):
         return [_json_safe(v, depth + 1) for v in value]
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")

@@ -59,13 +59,15 @@ def _exit_after(command: Callable[[], object]) -> NoReturn:
 
 
 def _exit_code(code: object) -> int:
-    """The exit status ``SystemExit(code)`` gives: None is 0, any other object than an int
-    is printed on stderr and gives 1."""
+    """The exit status ``SystemExit(code)`` gives, as the interpreter reads it: None is 0;
+    an int keeps its low byte (one past 64 bits is -1, so 255); any other object is
+    printed on stderr and gives 1."""
     if code is None:
         return 0
     if isinstance(code, int):
-        return code  # os._exit, like the interpreter, keeps its low byte
-    print(code, file=sys.stderr)
+        return code & 0xFF if -(2**63) <= code < 2**63 else 255
+    if sys.stderr is not None:
+        print(code, file=sys.stderr)
     return 1
 
 

@@ -496,9 +496,12 @@ def _apply(run: _Run, conn: psycopg.Connection, plan: _Plan) -> list[str]:
             store.set_meta(conn, "gc_pending", True)
         report.files_deleted = len(plan.deleted)
     run.lap("scan")
-    written, aliases_changed = _write_changes(
+    written, aliases_changed, unread = _write_changes(
         conn, plan.jobs, report, run.progress, run.halt, plan.bulk, run.dropped
     )
+    # A note this run could not read keeps its rows; a full or re-deriving run would leave
+    # its stamp as the file's, so no later run would read it again (a chmod keeps mtime).
+    run.unreached.extend(unread)
     run.lap("prepare_write")
     if written and not run.halt.is_set():
         _start_loads(conn, run.tiers)
@@ -661,12 +664,14 @@ def _write_changes(
     halt: threading.Event,
     bulk: bool = False,
     dropped: set[bytes] | None = None,
-) -> tuple[list[str], bool]:
-    """Prepare and write changed notes; returns (paths written, whether aliases changed).
-    The passages replaced chunks referred to join ``dropped``."""
+) -> tuple[list[str], bool, list[str]]:
+    """Prepare and write changed notes; returns (paths written, whether aliases changed,
+    paths that could not be read). The passages replaced chunks referred to join
+    ``dropped``."""
     redactions: Counter[str] = Counter()
     batch: list[PreparedDoc] = []
     touched: list[tuple[str, int, int]] = []
+    unread: list[str] = []
     done = 0
     chunks_held = 0
 
@@ -712,6 +717,7 @@ def _write_changes(
             report.files_unchanged += 1
         else:
             report.errors.append(f"{result.path}: cannot read ({result.reason})")
+            unread.append(result.path)
         full = len(batch) >= WRITE_BATCH or chunks_held >= WRITE_BATCH_CHUNKS
         if full or len(touched) >= 5 * WRITE_BATCH:
             flush()
@@ -721,7 +727,7 @@ def _write_changes(
             break
     flush()
     report.redactions = dict(sorted(redactions.items()))
-    return written, aliases_changed
+    return written, aliases_changed, unread
 
 
 @dataclass(frozen=True, slots=True)

@@ -155,7 +155,16 @@ def prepare_text(
 # Part of every derived digest: bump it when the store writes other rows from the same
 # PreparedDoc, so that the next re-derivation rewrites every note.
 DERIVED_FORMAT = 1
-LEXICAL_FORM = (NORMALISER_VERSION, TITLE_WEIGHT, HEADING_WEIGHT, TAG_WEIGHT, BODY_WEIGHT)
+# What turns a chunk's texts into its terms: the normaliser, the field weights, and the
+# Unicode tables its case folding and word pattern read (they move with Python).
+LEXICAL_FORM = (
+    NORMALISER_VERSION,
+    TITLE_WEIGHT,
+    HEADING_WEIGHT,
+    TAG_WEIGHT,
+    BODY_WEIGHT,
+    unicodedata.unidata_version,
+)
 
 
 def derived_digest(doc: PreparedDoc) -> bytes:

@@ -25,9 +25,11 @@ FileStamp = tuple[int, int]
 
 def forget_stamps(conn: psycopg.Connection, paths: list[str]) -> None:
     """Make these notes differ from any file on disk: the next run that reads them derives
-    them again (a size no file has, and a content hash no file has)."""
+    and writes them again (a size no file has, a content hash no file has, no digest)."""
     conn.execute(
-        "UPDATE documents SET size = -1, sha256 = '\\x00'::bytea WHERE path = ANY(%s)", (paths,)
+        "UPDATE documents SET size = -1, sha256 = '\\x00'::bytea, derived = NULL"
+        " WHERE path = ANY(%s)",
+        (paths,),
     )
 
 

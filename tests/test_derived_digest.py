@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
+import subprocess
+import sys
 
 from retriever import prepare
 from retriever.chunk import Link
@@ -95,3 +98,43 @@ def test_each_field_of_a_chunk_and_a_link_is_in_the_digest() -> None:
         old = getattr(other.links[0], link_field.name)
         other.links[0] = dataclasses.replace(other.links[0], **{link_field.name: _changed(old)})
         assert prepare.derived_digest(other) != doc.derived, link_field.name
+
+
+# Every field of a prepared note: hashed, its file's stamp (compared apart), or not stored.
+DOC_HASHED = {"path", "sha256", "title", "frontmatter", "tags", "aliases", "note_type",
+              "created", "updated", "encoding", "chunks", "links"}  # fmt: skip
+DOC_STAMP = {"size", "mtime_ns"}
+DOC_NOT_STORED = {"redactions", "warnings", "derived"}
+
+
+def test_each_field_of_a_note_is_hashed_or_said_why_not() -> None:
+    doc = _prepared()
+    fields = {f.name for f in dataclasses.fields(PreparedDoc)}
+    assert fields == DOC_HASHED | DOC_STAMP | DOC_NOT_STORED  # a new field must be placed
+    for name in sorted(DOC_HASHED - {"chunks", "links"}):
+        other = copy.deepcopy(doc)
+        value = getattr(other, name)
+        setattr(other, name, {**value, "x": 1} if isinstance(value, dict) else _changed(value))
+        assert prepare.derived_digest(other) != doc.derived, name
+
+
+SET_NOTE = """
+import sys
+from retriever.prepare import prepare_text
+raw = b"---\\ntags: !!set {kettle, descale, lid, hinge, spare, parts}\\n---\\n# Kettle\\n\\nText.\\n"
+doc = prepare_text("K.md", raw, size=1, mtime_ns=1, min_chars=1, max_chars=400)
+print(doc.derived.hex(), doc.tags)
+"""
+
+
+def test_a_yaml_set_gives_one_digest_whatever_the_hash_seed() -> None:
+    """A YAML ``!!set`` is a Python set, whose order follows the process's hash seed: read
+    in that order, the same note would be rewritten by every re-derivation."""
+    seen = set()
+    for seed in ("1", "2", "3", "4"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", SET_NOTE], capture_output=True, text=True, env=env, check=True
+        )
+        seen.add(done.stdout)
+    assert len(seen) == 1, seen

@@ -61,6 +61,10 @@ def _run(tmp_path: Path, ending: str) -> subprocess.CompletedProcess[str]:
         ("raise SystemExit(None)", 0, ""),
         ("raise SystemExit(3)", 3, ""),
         ("raise SystemExit(258)", 2, ""),  # the status keeps its low byte, as at exit
+        ("raise SystemExit(-1)", 255, ""),
+        ("raise SystemExit(2**40 + 7)", 7, ""),
+        ("raise SystemExit(2**70)", 255, ""),
+        ("raise SystemExit(True)", 1, ""),
         ("raise SystemExit('bad setting X')", 1, "bad setting X\n"),
     ],
 )
@@ -99,3 +103,73 @@ def test_a_reader_gone_before_the_last_flush_is_no_error(tmp_path: Path) -> None
         assert proc.wait(60) == 0
     assert b"Traceback" not in err and b"BrokenPipe" not in err
     assert (tmp_path / "handler").read_text() == "ran"
+
+
+THREAD_REGISTERS = """
+import atexit, sys, threading, time
+from pathlib import Path
+from retriever.entry import _exit_after
+
+out = Path(sys.argv[1])
+
+def start_server():  # as retriever.db.start_early's thread: its stop is an exit handler
+    time.sleep(0.3)
+    atexit.register(lambda: (out / "stopped").write_text("yes"))
+
+def command():
+    threading.Thread(target=start_server).start()
+    raise SystemExit(0)
+
+_exit_after(command)
+"""
+
+
+def test_an_exit_handler_a_thread_registers_late_still_runs(tmp_path: Path) -> None:
+    """Threads are joined before the exit handlers run: the embedded server's start runs
+    in a thread and registers the server's stop, which must not be skipped."""
+    script = tmp_path / "cmd.py"
+    script.write_text(THREAD_REGISTERS, "utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], capture_output=True, timeout=60
+    )
+    assert done.returncode == 0
+    assert (tmp_path / "stopped").read_text() == "yes"
+
+
+CONSOLE_SCRIPT = """
+import sys
+from pathlib import Path
+import retriever.cli
+
+out = Path(sys.argv[1])
+
+class Teardown:  # freed, and so noted, only by the interpreter's teardown
+    def __del__(self):
+        (out / "teardown").write_text("ran")
+
+held = Teardown()
+
+def command():
+    print("answered")
+    raise SystemExit(1)
+
+retriever.cli.main = command
+sys.argv = ["retriever", "status"]
+from retriever.entry import main
+main()
+"""
+
+
+def test_the_console_script_ends_its_own_commands_this_way(tmp_path: Path) -> None:
+    script = tmp_path / "cmd.py"
+    script.write_text(CONSOLE_SCRIPT, "utf-8")
+    env = {**BUFFERED, "RETRIEVER_SERVICE": "off", "RETRIEVER_HOME": str(tmp_path / "home")}
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert (done.returncode, done.stdout) == (1, "answered\n")
+    assert not (tmp_path / "teardown").exists()  # no teardown: the process just ended

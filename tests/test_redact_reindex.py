@@ -7,6 +7,7 @@ secret an older redactor let through leaves the database.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from collections import Counter
@@ -15,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from retriever import index, prepare
+from retriever import index, prepare, store
 from retriever.redact import REDACTOR_VERSION
 
 WORDS = "violet rocket maple ocean candle forest marble castle".split()
@@ -111,8 +112,10 @@ def test_a_new_pipeline_refreshes_a_touched_stamp_without_rewriting(
     after = _row_versions(db_url)
     assert after["Inbox.md"][1:] == before["Inbox.md"][1:]  # its chunks were not rewritten
     with psycopg.connect(db_url, autocommit=True) as conn:
-        [(mtime,)] = conn.execute("SELECT mtime_ns FROM documents WHERE path = 'Inbox.md'")
-    assert mtime == later
+        [(mtime, sha)] = conn.execute(
+            "SELECT mtime_ns, sha256 FROM documents WHERE path = 'Inbox.md'"
+        )
+    assert mtime == later and bytes(sha) == hashlib.sha256(note.read_bytes()).digest()
     assert app.index().files_changed == 0  # and the next run finds nothing to do
 
 
@@ -140,3 +143,35 @@ def test_full_and_digestless_notes_are_rewritten(
     with psycopg.connect(db_url, autocommit=True) as conn:
         [(n_null,)] = conn.execute("SELECT count(*) FROM documents WHERE derived IS NULL")
     assert n_null == 0
+
+
+def test_forgotten_and_unread_notes_are_read_and_written_again(
+    make_app, vault_copy: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = make_app(vault_copy)
+    app.index()
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        store.forget_stamps(conn, ["Inbox.md"])  # as after a folder the walk could not read
+    # A re-derivation that cannot read one note: its rows stay, and so must its doubt.
+    real_read = prepare.read_regular
+
+    def read(path: Path):  # type: ignore[no-untyped-def]
+        if path.name == "Home.md":
+            raise PermissionError(13, "Permission denied")
+        return real_read(path)
+
+    monkeypatch.setattr(prepare, "read_regular", read)
+    _new_pipeline(monkeypatch)
+    report = app.index()
+    assert report.files_changed == 1  # the forgotten note: written anew, not only touched
+    assert any(e.startswith("Home.md: cannot read") for e in report.errors)
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        rows = dict(conn.execute("SELECT path, sha256 FROM documents").fetchall())
+    assert (
+        bytes(rows["Inbox.md"]) == hashlib.sha256((vault_copy / "Inbox.md").read_bytes()).digest()
+    )
+
+    monkeypatch.setattr(prepare, "read_regular", real_read)  # readable again, same mtime
+    again = app.index()
+    assert again.files_changed == 1 and not again.errors  # Home.md, read this time
+    assert app.index().files_changed == 0
