@@ -57,10 +57,11 @@ def _row_versions(url: str) -> dict[str, tuple[str, str, int]]:
     """Each note's row version (xmin: the transaction that last wrote it), its chunks' row
     versions and its chunk count: a row the run rewrote has a new xmin."""
     with psycopg.connect(url, autocommit=True) as conn:
+        # No GROUP BY on xmin: before PostgreSQL 18, xid can be hashed but not sorted.
         rows = conn.execute(
-            "SELECT d.path, d.xmin::text, coalesce(string_agg(c.xmin::text, ',' ORDER BY"
-            " c.ordinal), ''), count(c.id) FROM documents d LEFT JOIN chunks c"
-            " ON c.doc_id = d.id GROUP BY d.path, d.xmin"
+            "SELECT d.path, d.xmin::text, coalesce((SELECT string_agg(c.xmin::text, ','"
+            " ORDER BY c.ordinal) FROM chunks c WHERE c.doc_id = d.id), ''),"
+            " (SELECT count(*) FROM chunks c WHERE c.doc_id = d.id) FROM documents d"
         ).fetchall()
     return {path: (doc, chunks, int(n)) for path, doc, chunks, n in rows}
 
