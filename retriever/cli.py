@@ -277,6 +277,8 @@ def _print_index_report(report: Any) -> None:
         f"{report.files_seen} seen, {report.files_changed} changed, "
         f"{report.files_deleted} deleted, {report.files_unchanged} unchanged",
     )
+    if report.full:  # --full, or a new indexing pipeline: a long run that may write little
+        t.add_row("full run", f"every note read again, {report.files_changed} rewritten")
     t.add_row("chunks", f"+{report.chunks_added} / -{report.chunks_removed}")
     t.add_row(
         "passages",

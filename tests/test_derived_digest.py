@@ -138,3 +138,16 @@ def test_a_yaml_set_gives_one_digest_whatever_the_hash_seed() -> None:
         )
         seen.add(done.stdout)
     assert len(seen) == 1, seen
+
+
+def test_a_full_run_says_how_many_notes_it_rewrote(capsys) -> None:  # type: ignore[no-untyped-def]
+    from retriever.cli import _print_index_report
+    from retriever.index import IndexReport
+
+    _print_index_report(IndexReport(vault="v", full=True, files_seen=40, files_unchanged=37,
+                                    files_changed=3))  # fmt: skip
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "every note read again, 3 rewritten" in shown
+    assert "40 seen, 3 changed, 0 deleted, 37 unchanged" in shown
+    _print_index_report(IndexReport(vault="v", files_seen=40, files_changed=1))
+    assert "read again" not in capsys.readouterr().out
