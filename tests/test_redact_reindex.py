@@ -176,3 +176,28 @@ def test_forgotten_and_unread_notes_are_read_and_written_again(
     again = app.index()
     assert again.files_changed == 1 and not again.errors  # Home.md, read this time
     assert app.index().files_changed == 0
+
+
+def test_a_new_pipeline_keeps_notes_through_the_parse_workers(
+    make_app, tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A vault big enough for the worker processes: their verdicts (kept, touched,
+    rewritten) come back through the pool as they do on a real vault."""
+    from tests.test_index import PARALLEL_THRESHOLD, big_vault_paths, make_big_vault
+
+    vault = make_big_vault(tmp_path / "big", PARALLEL_THRESHOLD)
+    app = make_app(vault)
+    app.index()
+    before = _row_versions(db_url)
+    notes = big_vault_paths(vault)
+    notes[0].write_text(notes[0].read_text("utf-8") + "\nA new line.\n", "utf-8")
+    later = notes[1].stat().st_mtime_ns + 5_000_000_000
+    os.utime(notes[1], ns=(later, later))
+    _new_pipeline(monkeypatch)
+    report = app.index()
+    assert report.full and (report.files_changed, report.files_touched) == (1, 1)
+    assert report.files_unchanged == PARALLEL_THRESHOLD - 2
+    after = _row_versions(db_url)
+    edited = notes[0].relative_to(vault).as_posix()
+    assert after[edited][0] != before[edited][0]
+    assert sum(after[p] != before[p] for p in before) == 2  # the edit and the touched stamp
