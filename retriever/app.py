@@ -33,6 +33,7 @@ from retriever.index import (
     TierJob,
     changed_files,
     index_vault,
+    pipeline_behind,
     scan_changes,
     touched_changes,
     warm_link_resolver,
@@ -74,6 +75,8 @@ class Status:
     calibration: dict[str, Any] = field(default_factory=dict)
     tiers: list[dict[str, Any]] = field(default_factory=list)  # every embedding tier
     vaults: list[dict[str, Any]] = field(default_factory=list)  # every vault on this server
+    # Derived by an older indexing pipeline (a new redactor, say): `retriever index` is due.
+    pipeline_behind: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__slots__}
@@ -644,6 +647,7 @@ class Retriever:
             last = store.get_meta(conn, "last_index")
             models = [r[0] for r in conn.execute("SELECT fingerprint FROM models ORDER BY id")]
             tiers = self._tier_states(conn)
+            behind = pipeline_behind(conn)
             conn.commit()
         return Status(
             vault=str(self.settings.resolved_vault()),
@@ -662,6 +666,7 @@ class Retriever:
             calibration=calibration_store.summary(self.calibration()),
             vaults=self._indexed_vaults(),
             tiers=tiers,
+            pipeline_behind=behind,
         )
 
     def _tier_states(self, conn: psycopg.Connection) -> list[dict[str, Any]]:

@@ -322,7 +322,13 @@ def status(vault: VaultArg = None, vault_opt: VaultOpt = None, as_json: JsonOpt 
     """How much of the vault is indexed, pending vectors, the model, the database."""
     with _Edge(as_json) as edge:
         st = edge.app(_vault(vault, vault_opt)).status()
-    degraded = bool(st.notes_changed or st.notes_deleted or st.passages_pending or st.model_error)
+    degraded = bool(
+        st.notes_changed
+        or st.notes_deleted
+        or st.passages_pending
+        or st.model_error
+        or st.pipeline_behind
+    )
     if as_json:
         _emit_json({"ok": not degraded, **st.to_dict()})
     else:
@@ -332,6 +338,10 @@ def status(vault: VaultArg = None, vault_opt: VaultOpt = None, as_json: JsonOpt 
             f"notes     {st.notes_indexed} of {st.notes_on_disk} indexed"
             f" ({st.notes_changed} changed, {st.notes_deleted} deleted since last run)"
         )
+        if st.pipeline_behind:
+            from retriever.index import PIPELINE_BEHIND
+
+            out.print(f"          [yellow]{PIPELINE_BEHIND}[/yellow]", highlight=False)
         out.print(f"passages  {st.passages} ({st.passages_pending} pending vectors)")
         out.print(
             f"model     {st.model}"

@@ -432,7 +432,7 @@ def _coverage_check(
     health check's own connection.
     """
     from retriever import store
-    from retriever.index import compare_with_disk
+    from retriever.index import compare_with_disk, pipeline_behind
 
     timer = _Timer()
     states = store.load_stamps(conn)
@@ -456,6 +456,13 @@ def _coverage_check(
     else:
         detail = f"{len(states)} notes indexed (vault folder not readable)"
     facts["notes_indexed"] = len(states)
+    facts["pipeline_behind"] = pipeline_behind(conn)
+    if facts["pipeline_behind"]:
+        problems.append("the notes were derived by an older indexing pipeline")
+        hints.append(
+            "run `retriever index` (it reads every note again and rewrites those whose"
+            " stored form moved: a new redactor's redactions reach the stored text)"
+        )
     if isinstance(last, dict) and isinstance(last.get("at"), int | float):
         facts["last_index_at"] = last["at"]
         detail += f", last run {_age(max(0.0, time.time() - float(last['at'])))}"

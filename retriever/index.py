@@ -182,7 +182,16 @@ class TierReport:
 ProgressFn = Callable[[str, int, int], None]
 LOCK_BUSY = "another indexer is running; skipped"
 PIPELINE_CHANGED = "the indexing pipeline changed: run `retriever index`"
+PIPELINE_BEHIND = "derived by an older indexing pipeline: run `retriever index`"
 LOCK_WAIT = "another indexer is running on this index: waiting for it to finish"
+
+
+def pipeline_behind(conn: psycopg.Connection) -> bool:
+    """Whether the indexed notes were derived by another indexing pipeline (chunker,
+    normaliser, redactor) than this one: the next `retriever index` reads them all again,
+    and until then the stored text is the older pipeline's (a search never re-derives)."""
+    stored = store.get_meta(conn, "pipeline_version")
+    return stored not in (None, PIPELINE_VERSION) and store.count_documents(conn) > 0
 
 
 class _StopFlag:

@@ -201,3 +201,31 @@ def test_a_new_pipeline_keeps_notes_through_the_parse_workers(
     edited = notes[0].relative_to(vault).as_posix()
     assert after[edited][0] != before[edited][0]
     assert sum(after[p] != before[p] for p in before) == 2  # the edit and the touched stamp
+
+
+def test_status_and_health_say_when_a_new_pipeline_has_not_run_yet(
+    make_app, vault_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an upgrade that brings a new redactor, the stored text is the old one's until
+    `retriever index` runs: status and health say so (a search never re-derives)."""
+    from retriever.health import run_health
+
+    app = make_app(vault_copy)
+    app.index()
+    assert not app.status().pipeline_behind
+    assert run_health(app).facts["pipeline_behind"] is False
+
+    _new_pipeline(monkeypatch)  # the upgrade
+    assert app.status().pipeline_behind
+    report = run_health(app)
+    check = report.check("index")
+    assert check is not None and check.status == "warn" and report.verdict == "degraded"
+    assert "older indexing pipeline" in check.detail
+    assert check.hint and "retriever index" in check.hint
+    app.search("backup", mode="lexical")  # the freshness pass leaves it to `index`
+    assert app.status().pipeline_behind
+
+    app.index()
+    assert not app.status().pipeline_behind
+    index_check = run_health(app).check("index")
+    assert index_check is not None and index_check.status == "ok"
