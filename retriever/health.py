@@ -458,7 +458,7 @@ def _coverage_check(
     facts["notes_indexed"] = len(states)
     facts["pipeline_behind"] = pipeline_behind(conn)
     if facts["pipeline_behind"]:
-        problems.append("the notes were derived by an older indexing pipeline")
+        problems.append("the notes were derived by another indexing pipeline")
         hints.append(
             "run `retriever index` (it reads every note again and rewrites those whose"
             " stored form moved: a new redactor's redactions reach the stored text)"

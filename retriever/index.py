@@ -182,16 +182,20 @@ class TierReport:
 ProgressFn = Callable[[str, int, int], None]
 LOCK_BUSY = "another indexer is running; skipped"
 PIPELINE_CHANGED = "the indexing pipeline changed: run `retriever index`"
-PIPELINE_BEHIND = "derived by an older indexing pipeline: run `retriever index`"
+PIPELINE_BEHIND = "derived by another indexing pipeline: run `retriever index`"
 LOCK_WAIT = "another indexer is running on this index: waiting for it to finish"
 
 
 def pipeline_behind(conn: psycopg.Connection) -> bool:
     """Whether the indexed notes were derived by another indexing pipeline (chunker,
-    normaliser, redactor) than this one: the next `retriever index` reads them all again,
-    and until then the stored text is the older pipeline's (a search never re-derives)."""
-    stored = store.get_meta(conn, "pipeline_version")
-    return stored not in (None, PIPELINE_VERSION) and store.count_documents(conn) > 0
+    normaliser, redactor) than this one, or by a run that never recorded its own: the next
+    `retriever index` reads them all again, and until then the stored text is that
+    pipeline's (a search never re-derives)."""
+    return _rederive_due(store.get_meta(conn, "pipeline_version"), store.count_documents(conn))
+
+
+def _rederive_due(stored_version: object, n_indexed: int) -> bool:
+    return stored_version != PIPELINE_VERSION and n_indexed > 0
 
 
 class _StopFlag:
@@ -418,7 +422,7 @@ def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
         version = store.get_meta(conn, "pipeline_version")
         last = store.get_meta(conn, "last_index")
         n_indexed = store.count_documents(conn)
-        rebuild = version != PIPELINE_VERSION and n_indexed > 0
+        rebuild = _rederive_due(version, n_indexed)
         # A rebuild re-derives every note: from a walk, never from the index's own list.
         touched = None if full or rebuild or run.scan is not None else run.touched
         if touched is not None:  # only these may differ: the rest is as the index has it
