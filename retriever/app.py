@@ -75,7 +75,7 @@ class Status:
     calibration: dict[str, Any] = field(default_factory=dict)
     tiers: list[dict[str, Any]] = field(default_factory=list)  # every embedding tier
     vaults: list[dict[str, Any]] = field(default_factory=list)  # every vault on this server
-    # Derived by an older indexing pipeline (a new redactor, say): `retriever index` is due.
+    # Derived by another indexing pipeline (a new redactor, say): `retriever index` is due.
     pipeline_behind: bool = False
 
     def to_dict(self) -> dict[str, Any]:
