@@ -647,7 +647,7 @@ class Retriever:
             last = store.get_meta(conn, "last_index")
             models = [r[0] for r in conn.execute("SELECT fingerprint FROM models ORDER BY id")]
             tiers = self._tier_states(conn)
-            behind = pipeline_behind(conn)
+            behind = pipeline_behind(conn, int(counts[0]))
             conn.commit()
         return Status(
             vault=str(self.settings.resolved_vault()),

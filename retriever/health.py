@@ -456,7 +456,7 @@ def _coverage_check(
     else:
         detail = f"{len(states)} notes indexed (vault folder not readable)"
     facts["notes_indexed"] = len(states)
-    facts["pipeline_behind"] = pipeline_behind(conn)
+    facts["pipeline_behind"] = pipeline_behind(conn, len(states))
     if facts["pipeline_behind"]:
         problems.append("the notes were derived by another indexing pipeline")
         hints.append(

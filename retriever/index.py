@@ -186,12 +186,12 @@ PIPELINE_BEHIND = "derived by another indexing pipeline: run `retriever index`"
 LOCK_WAIT = "another indexer is running on this index: waiting for it to finish"
 
 
-def pipeline_behind(conn: psycopg.Connection) -> bool:
-    """Whether the indexed notes were derived by another indexing pipeline (chunker,
+def pipeline_behind(conn: psycopg.Connection, n_indexed: int) -> bool:
+    """Whether the ``n_indexed`` notes were derived by another indexing pipeline (chunker,
     normaliser, redactor) than this one, or by a run that never recorded its own: the next
     `retriever index` reads them all again, and until then the stored text is that
     pipeline's (a search never re-derives)."""
-    return _rederive_due(store.get_meta(conn, "pipeline_version"), store.count_documents(conn))
+    return _rederive_due(store.get_meta(conn, "pipeline_version"), n_indexed)
 
 
 def _rederive_due(stored_version: object, n_indexed: int) -> bool:
