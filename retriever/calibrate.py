@@ -38,6 +38,7 @@ from retriever.lexical import (
     term_idf,
     tokenize,
 )
+from retriever.passage_text import unpack
 from retriever.pseudo import NoteSample, PseudoQuery, Section, make_queries, name_key, note_order
 from retriever.ranking import (
     DEFAULT_RANKING,
@@ -138,7 +139,7 @@ def load_notes(
     ids = [int(by_path[p][0]) for p in chosen]
     rows = conn.execute(
         """
-        SELECT c.doc_id, c.id, c.heading_trail, p.text, c.content_type
+        SELECT c.doc_id, c.id, c.heading_trail, p.ztext, c.content_type
         FROM chunks c JOIN passages p ON p.hash = c.passage_hash
         WHERE c.doc_id = ANY(%s) ORDER BY c.doc_id, c.ordinal
         """,
@@ -146,7 +147,9 @@ def load_notes(
     ).fetchall()
     sections: dict[int, list[Section]] = {}
     for doc, chunk, trail, text, ctype in rows:
-        sections.setdefault(int(doc), []).append(Section(int(chunk), tuple(trail), text, ctype))
+        sections.setdefault(int(doc), []).append(
+            Section(int(chunk), tuple(trail), unpack(text), ctype)
+        )
     anchors = _anchors(conn, ids)
     notes = [
         NoteSample(
@@ -166,7 +169,7 @@ def _anchors(conn: psycopg.Connection, ids: list[int], per_note: int = 8) -> dic
     """Lines of other notes that link to each note (embeds and frontmatter left out)."""
     rows = conn.execute(
         """
-        SELECT l.resolved, l.line - c.start_line, p.text
+        SELECT l.resolved, l.line - c.start_line, p.ztext
         FROM links l
         JOIN chunks c ON c.doc_id = l.doc_id AND l.line BETWEEN c.start_line AND c.end_line
         JOIN passages p ON p.hash = c.passage_hash
@@ -177,7 +180,7 @@ def _anchors(conn: psycopg.Connection, ids: list[int], per_note: int = 8) -> dic
     ).fetchall()
     out: dict[int, list[str]] = {}
     for doc, offset, text in rows:
-        lines = text.split("\n")
+        lines = unpack(text).split("\n")
         found = out.setdefault(int(doc), [])
         if 0 <= offset < len(lines) and len(found) < per_note and lines[offset] not in found:
             found.append(lines[offset])

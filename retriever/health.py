@@ -580,12 +580,13 @@ def _language_check(app: Retriever, conn: psycopg.Connection, facts: dict[str, A
     """Warn when most of the vault is in a language a configured model does not read
     (known models only: see retriever.languages)."""
     from retriever import languages
+    from retriever.passage_text import unpack
 
     timer = _Timer()
     rows = conn.execute(
-        "SELECT text FROM passages ORDER BY hash LIMIT %s", (LANGUAGE_SAMPLE,)
+        "SELECT ztext FROM passages ORDER BY hash LIMIT %s", (LANGUAGE_SAMPLE,)
     ).fetchall()
-    lang, share, counted = languages.dominant(r[0] for r in rows)
+    lang, share, counted = languages.dominant(unpack(r[0]) for r in rows)
     if lang is None or share < LANGUAGE_MAJORITY:
         return Check("language", "ok", "no dominant language detected", ms=timer.ms)
     name = languages.NAMES[lang]

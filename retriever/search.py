@@ -57,6 +57,7 @@ from retriever.lexical import (
     term_idf,
     term_stats,
 )
+from retriever.passage_text import unpack
 from retriever.query_input import (
     MODES,
     Mode,
@@ -762,7 +763,7 @@ def _fed_terms(
         return query
     rows = conn.execute(
         """
-        SELECT p.text FROM (
+        SELECT p.ztext FROM (
             SELECT c.passage_hash AS hash, min(array_position(%(ranked)s::int[], c.id)) AS pos
             FROM chunks c WHERE c.id = ANY(%(ranked)s)
             GROUP BY c.passage_hash ORDER BY pos LIMIT %(n)s
@@ -770,7 +771,7 @@ def _fed_terms(
         """,
         {"ranked": ranked, "n": PASSAGES},
     ).fetchall()
-    passages = [query_terms(str(row[0])) for row in rows]
+    passages = [query_terms(unpack(row[0])) for row in rows]
     stats = term_stats(conn, sorted(set().union(*passages)), lookup)
     idfs = {t: idf(stats.n, df) for t, (_, df) in stats.found.items()}
     common = {t for t, (_, df) in stats.found.items() if too_common(df, stats.n)}

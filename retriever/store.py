@@ -16,6 +16,7 @@ from pgvector import HalfVector
 from psycopg.rows import args_row
 
 from retriever.chunk import Link
+from retriever.passage_text import pack, unpack
 from retriever.prepare import PreparedChunk, PreparedDoc
 from retriever.windows import pack_windows
 
@@ -319,13 +320,13 @@ def _insert_passages(conn: psycopg.Connection, docs: Sequence[PreparedDoc]) -> N
     )
     with (
         conn.cursor() as cur,
-        cur.copy("COPY passages_in (hash, text, context, tokens) FROM STDIN") as copy,
+        cur.copy("COPY passages_in (hash, ztext, context, tokens) FROM STDIN") as copy,
     ):
         for d in docs:
             for c in d.chunks:
                 if c.passage_hash not in seen:
                     seen.add(c.passage_hash)
-                    copy.write_row((c.passage_hash, c.text, c.context, c.tokens))
+                    copy.write_row((c.passage_hash, pack(c.text), c.context, c.tokens))
     conn.execute(
         "INSERT INTO passages SELECT * FROM passages_in ON CONFLICT (hash) DO NOTHING;"
         " TRUNCATE passages_in"
@@ -445,9 +446,9 @@ def passage_inputs(
     """(hash, heading context, text) of each passage: what its vectors are made from
     (``embedding_input`` for the whole passage, ``embedding_windows`` for its windows)."""
     rows = conn.execute(
-        "SELECT hash, context, text FROM passages WHERE hash = ANY(%s)", (list(hashes),)
+        "SELECT hash, context, ztext FROM passages WHERE hash = ANY(%s)", (list(hashes),)
     ).fetchall()
-    return [(bytes(r[0]), r[1], r[2]) for r in rows]
+    return [(bytes(r[0]), r[1], unpack(r[2])) for r in rows]
 
 
 def count_pending(conn: psycopg.Connection, model: int | None) -> int:
@@ -609,16 +610,23 @@ class ChunkRow:
     terms: list[int] | None = None  # lexicon ids, of the chunk ``fetch_chunks`` was asked for
 
 
+def _delivered_row(*values: Any) -> ChunkRow:
+    """A fetched row with its passage text unpacked (the ninth column)."""
+    fields = list(values)
+    fields[8] = unpack(fields[8])
+    return ChunkRow(*fields)
+
+
 def fetch_chunks(
     conn: psycopg.Connection, ids: Sequence[int], *, terms_of: int | None = None
 ) -> dict[int, ChunkRow]:
     """The chunks ``ids`` to deliver; chunk ``terms_of`` also with its terms (what the
     query's coverage is read from: no round trip of its own)."""
-    with conn.cursor(row_factory=args_row(ChunkRow)) as cur:
+    with conn.cursor(row_factory=args_row(_delivered_row)) as cur:
         rows = cur.execute(
             """
             SELECT c.id, c.doc_id, d.path, d.title, c.heading_trail, c.start_line, c.end_line,
-                   c.content_type, p.text, p.tokens, c.passage_hash, d.size, d.mtime_ns,
+                   c.content_type, p.ztext, p.tokens, c.passage_hash, d.size, d.mtime_ns,
                    CASE WHEN c.id = %(terms_of)s THEN c.terms END
             FROM chunks c JOIN documents d ON d.id = c.doc_id
                  JOIN passages p ON p.hash = c.passage_hash

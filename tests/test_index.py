@@ -32,6 +32,7 @@ from retriever.db import Database
 from retriever.embed import Embedder
 from retriever.index import PARALLEL_THRESHOLD
 from retriever.lexical import weighted_terms
+from retriever.passage_text import pack, unpack
 from retriever.planner_stats import ANALYZE_MIN_ROWS, ANALYZE_SHARE
 from retriever.prepare import embedding_input
 from retriever.scan import ALWAYS_EXCLUDED_DIRS
@@ -415,7 +416,7 @@ def test_edit_replaces_only_that_note(make_app, vault_copy: Path, db_url: str) -
     assert "zanzibarquokka" in hits[0].text
     assert report.passages_collected == len(gone)  # none of them was shared
     assert scalar(db_url, "SELECT count(*) FROM passages WHERE hash = ANY(%s)", (list(gone),)) == 0
-    assert scalar(db_url, "SELECT count(*) FROM passages WHERE text LIKE '%%sensei%%'") == 0
+    assert not [t for t in stored_texts(db_url) if "sensei" in t]
     assert app.search("sensei slimy", mode="lexical", fresh=False, graph=False).hits == []
     assert scalar(db_url, "SELECT count(*) FROM lexicon WHERE term IN ('sensei', 'slimy')") == 0
     # A word the note shared with another note keeps that note's hits only.
@@ -525,7 +526,7 @@ def test_delete_removes_document_chunks_and_links(make_app, vault_copy: Path, db
         unresolved_before + incoming  # type: ignore[operator]
     )
     assert report.links_unresolved == unresolved_before + incoming  # type: ignore[operator]
-    assert scalar(db_url, "SELECT count(*) FROM passages WHERE text LIKE '%%local_certs%%'") == 0
+    assert not [t for t in stored_texts(db_url) if "local_certs" in t]
     assert_stats_consistent(db_url)
 
     # A new note with the missing title resolves the old dangling link.
@@ -708,10 +709,10 @@ def test_non_utf8_note_is_decoded_and_reported(make_app, vault_copy: Path, db_ur
     assert enc["cooking/Dashi.md"] == "utf-8"
     assert scalar(db_url, "SELECT title FROM documents WHERE path = 'cafe.md'") == "Café crème"
     texts = [
-        r[0]
+        unpack(r[0])
         for r in query(
             db_url,
-            "SELECT p.text FROM passages p JOIN chunks c ON c.passage_hash = p.hash"
+            "SELECT p.ztext FROM passages p JOIN chunks c ON c.passage_hash = p.hash"
             " JOIN documents d ON d.id = c.doc_id WHERE d.path = 'cafe.md'",
         )
     ]
@@ -815,16 +816,23 @@ def test_planted_secrets_never_reach_the_database(
     # Line structure is kept: the passage after the key block cites the right line.
     rows = query(
         db_url,
-        "SELECT c.start_line, p.text FROM chunks c JOIN passages p ON p.hash = c.passage_hash"
+        "SELECT c.start_line, p.ztext FROM chunks c JOIN passages p ON p.hash = c.passage_hash"
         " JOIN documents d ON d.id = c.doc_id WHERE d.path = 'ops/Deploy.md'",
     )
+    rows = [(start, unpack(packed)) for start, packed in rows]
     lines = note.splitlines()
     rotate = lines.index("Rotate every quarter.") + 1
     assert any("Rotate every quarter." in text and start <= rotate for start, text in rows)
 
 
+def stored_texts(url: str) -> list[str]:
+    """Every passage text the database holds, unpacked."""
+    return [unpack(r[0]) for r in query(url, "SELECT ztext FROM passages")]
+
+
 def dump_database(url: str) -> str:
-    """Every text, jsonb and array column of every table, as text."""
+    """Every text, jsonb and array column of every table, as text, and every passage text
+    (packed: not readable in SQL)."""
     columns = query(
         url,
         "SELECT table_name, column_name FROM information_schema.columns"
@@ -839,7 +847,9 @@ def dump_database(url: str) -> str:
         for table, column in columns:
             rows = conn.execute(f'SELECT "{column}"::text FROM "{table}"').fetchall()
             parts.extend(r[0] for r in rows if r[0] is not None)
-    return "\n".join(parts)
+    texts = stored_texts(url)
+    assert texts
+    return "\n".join(parts + texts)
 
 
 # --- embeddings -------------------------------------------------------------------------
@@ -867,10 +877,10 @@ def test_every_passage_gets_a_vector(
     assert embedder is not None and error is None
     rows = query(
         db_url,
-        "SELECT p.context, p.text, e.vec::text FROM passages p"
+        "SELECT p.context, p.ztext, e.vec::text FROM passages p"
         " JOIN embeddings e ON e.hash = p.hash AND e.part = 0 ORDER BY p.hash LIMIT 20",
     )
-    fresh = embedder.embed([embedding_input(r[0], r[1]) for r in rows])
+    fresh = embedder.embed([embedding_input(r[0], unpack(r[1])) for r in rows])
     fresh /= np.linalg.norm(fresh, axis=1, keepdims=True)
     stored = np.asarray([json.loads(r[2]) for r in rows], dtype=np.float32)
     stored /= np.linalg.norm(stored, axis=1, keepdims=True)
@@ -889,7 +899,10 @@ def _assert_windows_stored(db_url: str, embedder: Embedder) -> None:
     """A long passage also holds its windows' vectors (one row of int8 codes, in order),
     each in the direction of the model's embedding of that window; a short one holds only
     its whole vector."""
-    passages = query(db_url, "SELECT hash, context, text FROM passages ORDER BY hash")
+    passages = [
+        (h, context, unpack(packed))
+        for h, context, packed in query(db_url, "SELECT hash, context, ztext FROM passages")
+    ]
     packed = {
         bytes(h): unpack_windows(bytes(blob), embedder.dimension)
         for h, blob in query(db_url, "SELECT hash, vecs FROM windows")
@@ -1556,8 +1569,8 @@ def test_gc_after_an_edit_spares_shared_passages_and_a_dead_run_gets_a_full_gc(
     orphan = b"\x01" * 32
     with psycopg.connect(db_url, autocommit=True) as conn:
         conn.execute(
-            "INSERT INTO passages (hash, text, context, tokens) VALUES (%s, 'lost', '', 1)",
-            (orphan,),
+            "INSERT INTO passages (hash, ztext, context, tokens) VALUES (%s, %s, '', 1)",
+            (orphan, pack("lost")),
         )
     (vault_copy / "Twin B.md").write_text("## Quokkas\n\nNow about numbats.\n", "utf-8")
     report = app.index()

@@ -27,6 +27,7 @@ from fastmcp import Client, FastMCP
 from retriever.app import Retriever
 from retriever.config import Settings
 from retriever.mcp_server import RemoteBindError, Warmup, build_server, check_bind, serve
+from retriever.passage_text import pack, unpack
 
 TOOLS = {
     "search",
@@ -421,11 +422,15 @@ def test_planted_credential_never_leaves(make_app, vault_copy: Path, model_path:
     assert "homelab/Deploy token.md" in outputs[0]
     # Defence in depth: even a passage stored unredacted (an old index, a bug) is scrubbed.
     with app.db.connection() as conn:
-        conn.execute(
-            "UPDATE passages SET text = text || %s WHERE hash IN (SELECT c.passage_hash"
+        stored = conn.execute(
+            "SELECT hash, ztext FROM passages WHERE hash IN (SELECT c.passage_hash"
             " FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.path = %s)",
-            (f"\nleaked: {token}", "homelab/Deploy token.md"),
-        )
+            ("homelab/Deploy token.md",),
+        ).fetchall()
+        assert stored
+        for h, packed in stored:
+            leaked = pack(unpack(packed) + f"\nleaked: {token}")
+            conn.execute("UPDATE passages SET ztext = %s WHERE hash = %s", (leaked, h))
         conn.commit()
     outputs.append(json.dumps(mcp.ok("search", queries="zeppelin deploy token", mode="lexical")))
     outputs.append(mcp.ok("get_context", topic="zeppelin deploy token"))

@@ -16,6 +16,7 @@ from retriever.db import current_revision, upgrade
 from retriever.health import _extensions_check
 from retriever.lexical import _stats
 from retriever.migrate import alembic_config, head_revision
+from retriever.passage_text import unpack
 from retriever.windows import unpack_windows
 from tests.conftest import retriever_exe
 
@@ -325,3 +326,44 @@ def test_0007_packs_windows_without_embedding_again(empty_db_url: str) -> None:
     assert [p for p, _ in back] == [0, 1, 2]
     assert json.loads(back[1][1]) == pytest.approx([0, 1, 0])
     assert json.loads(back[2][1]) == pytest.approx([0, 0.894, -0.447], abs=5e-3)
+
+
+_REFERENCES = (
+    "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint"
+    " WHERE confrelid = 'passages'::regclass ORDER BY conname"
+)
+
+
+def test_0009_packs_passage_text_and_gives_the_space_back(empty_db_url: str) -> None:
+    """Stored texts are packed in place (vectors and their references kept), the table is
+    rewritten (the old texts leave the disk), and a downgrade gives the same texts back."""
+    texts = {
+        b"\x01": "a",
+        b"\x02": "Café « crème » ☕\n\n| col | x |\n\tindented",
+        b"\x03": " ".join(f"word{i % 97}x{i % 13}" for i in range(2000)),  # past 2 kB packed
+    }
+    upgrade(empty_db_url, "0008")
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        for h, text in texts.items():
+            conn.execute("INSERT INTO passages (hash, text, tokens) VALUES (%s, %s, 1)", (h, text))
+        conn.execute("INSERT INTO models (id, fingerprint, model_id, dim) VALUES (1, 'f', 'm', 2)")
+        conn.execute("INSERT INTO embeddings (model, hash, vec) VALUES (1, '\\x02', '[1,0]')")
+        before = conn.execute("SELECT pg_relation_filenode('passages')").fetchone()
+        references = conn.execute(_REFERENCES).fetchall()
+    upgrade(empty_db_url)
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        stored = dict(conn.execute("SELECT hash, ztext FROM passages").fetchall())
+        columns = conn.execute(
+            "SELECT attname, attstorage FROM pg_attribute WHERE attrelid = 'passages'::regclass"
+            " AND attnum > 0 AND NOT attisdropped"
+        ).fetchall()
+        assert conn.execute("SELECT pg_relation_filenode('passages')").fetchone() != before
+        assert conn.execute(_REFERENCES).fetchall() == references
+        assert conn.execute("SELECT hash FROM embeddings").fetchall() == [(b"\x02",)]
+    assert {bytes(h): unpack(z) for h, z in stored.items()} == texts
+    assert len(stored[b"\x03"]) < len(texts[b"\x03"]) / 4
+    assert ("ztext", "e") in columns and "text" not in dict(columns)
+    command.downgrade(alembic_config(empty_db_url), "0008")
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        back = dict(conn.execute("SELECT hash, text FROM passages").fetchall())
+    assert {bytes(h): t for h, t in back.items()} == texts

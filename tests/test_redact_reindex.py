@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from retriever import index, prepare, store
+from retriever.passage_text import unpack
 from retriever.redact import REDACTOR_VERSION
 
 WORDS = "violet rocket maple ocean candle forest marble castle".split()
@@ -25,9 +26,9 @@ WORDS = "violet rocket maple ocean candle forest marble castle".split()
 
 def passages(url: str) -> str:
     with psycopg.connect(url, autocommit=True) as conn:
-        rows = conn.execute("SELECT text FROM passages").fetchall()
+        rows = conn.execute("SELECT ztext FROM passages").fetchall()
         terms = conn.execute("SELECT term FROM lexicon").fetchall()
-    return "\n".join(r[0] for r in rows + terms)
+    return "\n".join([unpack(r[0]) for r in rows] + [r[0] for r in terms])
 
 
 def test_a_new_redactor_version_re_redacts_the_stored_text(

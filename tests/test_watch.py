@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from retriever.app import Retriever
+from retriever.passage_text import unpack
 from retriever.watch import watch_vault
 
 
@@ -22,12 +23,12 @@ def _paths(app: Retriever) -> set[str]:
 def _text_of(app: Retriever, path: str) -> str:
     with app.db.connection() as conn:
         rows = conn.execute(
-            "SELECT p.text FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "SELECT p.ztext FROM chunks c JOIN documents d ON d.id = c.doc_id "
             "JOIN passages p ON p.hash = c.passage_hash WHERE d.path = %s ORDER BY c.ordinal",
             (path,),
         ).fetchall()
         conn.commit()
-    return "\n".join(r[0] for r in rows)
+    return "\n".join(unpack(r[0]) for r in rows)
 
 
 def _eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:

@@ -13,6 +13,7 @@ import pytest
 from retriever.embed import EmbedderUnavailable
 from retriever.encode import BROKEN_AFTER, _with_windows
 from retriever.index import IndexReport, TierReport
+from retriever.passage_text import unpack
 from retriever.vector import vector_search
 from retriever.windows import (
     MAX_WINDOWS,
@@ -177,12 +178,13 @@ def test_search_scores_a_long_passage_by_its_best_window(
     query = "dashi stock kombu katsuobushi"
     with psycopg.connect(db_url) as conn:
         row = conn.execute(
-            "SELECT p.context, p.text, c.id FROM chunks c JOIN passages p"
+            "SELECT p.context, p.ztext, c.id FROM chunks c JOIN passages p"
             " ON p.hash = c.passage_hash JOIN documents d ON d.id = c.doc_id"
             " WHERE d.path = 'Pantry notes.md'"
         ).fetchone()
     assert row is not None
-    context, text, chunk_id = row
+    context, packed, chunk_id = row
+    text = unpack(packed)
     windows = embedding_windows(context, text)
     assert len(windows) >= 3
     vectors = embedder.embed([f"{context}\n\n{text}", *windows])

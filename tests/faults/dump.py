@@ -12,6 +12,8 @@ import numpy as np
 import psycopg
 import pytest
 
+from retriever.passage_text import unpack
+
 VECTOR_TOLERANCE = 1e-5  # the same text through the same model, maybe in another batch
 
 
@@ -74,8 +76,8 @@ def dump_index(url: str) -> dict[str, Any]:
     lexicon = {r[0]: r[1] for r in rows(url, "SELECT term, df FROM lexicon")}
     stats = rows(url, "SELECT n_chunks, sum_len FROM lex_stats")
     passages = {
-        (bytes(r[0]), r[1], r[2], r[3])
-        for r in rows(url, "SELECT hash, text, context, tokens FROM passages")
+        (bytes(r[0]), unpack(r[1]), r[2], r[3])
+        for r in rows(url, "SELECT hash, ztext, context, tokens FROM passages")
     }
     vectors = {  # a passage's whole vector (part 0) and its windows' (1..)
         (r[0], bytes(r[1]), r[2]): np.array([float(x) for x in r[3].strip("[]").split(",")])

@@ -22,6 +22,7 @@ import pytest
 
 from retriever.app import Retriever
 from retriever.config import Settings
+from retriever.passage_text import unpack
 from retriever.prepare import embedding_input
 from retriever.windows import embedding_windows
 from tests.conftest import TEST_VAULT
@@ -130,12 +131,13 @@ def wrong_vectors(url: str) -> int:
     """Stored vectors that are not exactly the model's vector for their passage's text (part
     0) or for that window of it (parts 1..)."""
     bad = 0
-    for text, context, part, vec in rows(
+    for packed, context, part, vec in rows(
         url,
-        "SELECT p.text, p.context, e.part, e.vec::text FROM embeddings e"
+        "SELECT p.ztext, p.context, e.part, e.vec::text FROM embeddings e"
         " JOIN passages p ON p.hash = e.hash",
     ):
         got = np.array([float(x) for x in vec.strip("[]").split(",")])
+        text = unpack(packed)
         windows = embedding_windows(context, text)
         source = embedding_input(context, text) if part == 0 else windows[part - 1]
         want = np.array(fake_vector(source))
