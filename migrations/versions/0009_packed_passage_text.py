@@ -5,8 +5,9 @@ shorter, so their text was stored as written (win32-17k: 58 MiB of text column, 
 packed). The text is only ever read by the program (``retriever.passage_text``), never
 searched in SQL: BM25 reads the term arrays of ``chunks``.
 
-The upgrade packs the stored texts (nothing is parsed or embedded again) and rewrites the
-table, so the old texts' space goes back to the disk at once. The downgrade unpacks them.
+The upgrade packs the stored texts (nothing is parsed or embedded again) in one rewrite of
+the table, so the old texts' space goes back to the disk at once (win32-17k: 87,000
+passages in about 6 s). The downgrade unpacks them.
 
 Revision ID: 0009
 Revises: 0008
@@ -48,32 +49,29 @@ def _unpack(blob: bytes) -> str:
 def _convert(
     source: str, target: str, sql_type: str, storage: str, convert: Callable[[Any], object]
 ) -> None:
-    """Fill the new column ``target`` from ``source`` through ``convert``, drop ``source``
-    and rewrite the table without the old row versions."""
-    op.execute(
-        f"ALTER TABLE passages ADD COLUMN {target} {sql_type};"
-        f" ALTER TABLE passages ALTER COLUMN {target} SET STORAGE {storage}"
-    )
+    """Turn column ``source`` into ``target`` (``sql_type``), each value through
+    ``convert``, in one rewrite of the table."""
     conn = _driver()
     conn.execute(
-        f"CREATE TEMP TABLE passages_conv (hash bytea, {target} {sql_type}) ON COMMIT DROP"
+        f"CREATE TEMP TABLE passages_conv (hash bytea PRIMARY KEY, v {sql_type}) ON COMMIT DROP;"
+        f" CREATE FUNCTION pg_temp.converted(h bytea) RETURNS {sql_type} LANGUAGE sql STABLE"
+        " AS 'SELECT v FROM passages_conv WHERE hash = h'"
     )
     with conn.cursor(name="passages_read") as read, conn.cursor() as write:
         read.execute(f"SELECT hash, {source} FROM passages")
         # One batch at a time: the connection cannot fetch while a COPY is open on it.
         while batch := read.fetchmany(BATCH):
-            with write.copy(f"COPY passages_conv (hash, {target}) FROM STDIN") as copy:
+            with write.copy("COPY passages_conv (hash, v) FROM STDIN") as copy:
                 for h, value in batch:
                     copy.write_row((h, convert(value)))
+    # A change of type rewrites the table with only the new values (an UPDATE would leave
+    # every old row version behind, which not even CLUSTER drops inside this transaction),
+    # and the column keeps its place.
     op.execute(
-        f"UPDATE passages p SET {target} = c.{target} FROM passages_conv c WHERE c.hash = p.hash;"
-        f" ALTER TABLE passages ALTER COLUMN {target} SET NOT NULL;"
-        f" ALTER TABLE passages DROP COLUMN {source};"
-        # CLUSTER rewrites the table (as VACUUM FULL would, which cannot run inside a
-        # migration's transaction): the updated rows' old versions and the dropped column's
-        # values leave the disk now, not at the next full vacuum.
-        " CLUSTER passages USING passages_pkey;"
-        " ALTER TABLE passages SET WITHOUT CLUSTER;"
+        f"ALTER TABLE passages ALTER COLUMN {source} SET STORAGE {storage},"
+        f" ALTER COLUMN {source} TYPE {sql_type} USING pg_temp.converted(hash);"
+        f" ALTER TABLE passages RENAME COLUMN {source} TO {target};"
+        " DROP FUNCTION pg_temp.converted(bytea);"
         " ANALYZE passages"
     )
 
