@@ -73,7 +73,7 @@ def _has_hint(note: Note, rule: Rule) -> bool:
         return True  # a rule whose regex starts with a literal scans as fast as a hint test
     if rule.hints_ci:
         return any(note.has(h) for h in rule.hints)
-    return any(h in note.text for h in rule.hints)
+    return any(note.contains(h) for h in rule.hints)
 
 
 def apply_rule(rule: Rule, note: Note, counts: Counter[str]) -> str:
