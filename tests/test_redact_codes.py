@@ -416,11 +416,14 @@ PATHOLOGICAL = {
     "cards_under_cards": "Visa:\n" * 50_000,
     "seed_labels_stacked": "seed\n" * 200_000,
     "a_card_list_naming_cards": "Visa 4111 1111 1111 1111\n" * 40_000,
+    # trigger words all over one 2 MB line (minified JSON): each line's start found once
+    "trigger_words_on_one_line": "😀" + '{"user":"a@b","key":"b","code":"c"},' * 55_000,
 }
 
 
 @pytest.mark.parametrize("name", sorted(PATHOLOGICAL))
 def test_hostile_inputs_stay_linear(name: str) -> None:
+    redact(PATHOLOGICAL[name][:2000])  # the trigger words are learnt: the pass runs below
     started = time.process_time()
     redact(PATHOLOGICAL[name])
     assert time.process_time() - started < 5.0

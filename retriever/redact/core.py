@@ -10,6 +10,8 @@ try:
     import ahocorasick
 except ImportError:  # no wheel for this platform: each word is searched on its own
     ahocorasick = None
+if ahocorasick is not None and not getattr(ahocorasick, "unicode", 0):
+    ahocorasick = None  # a bytes-only build cannot take str words
 
 MARK = "[REDACTED:"
 
@@ -72,42 +74,45 @@ class _Words:
     third of the redactor's time. The set is learnt from the stages' own requests (a word
     first asked for is searched on its own, then joins the next pass)."""
 
-    __slots__ = ("_built", "words")
+    __slots__ = ("_built", "_version", "words")
 
     def __init__(self) -> None:
         self.words: set[str] = set()
-        self._built: tuple[frozenset[str], Any] | None = None
+        self._version = 0  # moves with every word learnt: the automaton is built again
+        self._built: tuple[int, frozenset[str], Any] | None = None
 
     def learn(self, word: str) -> None:
-        if word and ahocorasick is not None:
+        if word and ahocorasick is not None and word not in self.words:
             self.words.add(word)
+            self._version += 1
 
     def occurrences(self, text: str) -> tuple[frozenset[str], dict[str, list[int]]] | None:
         """(the words searched, where each starts in ``text``), or None when there is no
         pass to make (no library, no word yet) or an offset it gave does not hold its word
         (the caller then searches word by word)."""
         built = self._built
-        if built is None or len(built[0]) != len(self.words):
-            if not self.words:
-                return None
+        if built is None or built[0] != self._version:
+            version = self._version
             known = frozenset(self.words)  # one C-level copy: safe beside another thread
+            if not known:
+                return None
             automaton = ahocorasick.Automaton()
             for word in known:
                 automaton.add_word(word, word)
             automaton.make_automaton()
-            built = self._built = (known, automaton)
-        known, automaton = built
+            built = self._built = (version, known, automaton)
+        _, known, automaton = built
         found: dict[str, list[int]] = {}
         for end, word in automaton.iter(text):
             start = end - len(word) + 1
-            if not text.startswith(word, start):
+            if start < 0 or not text.startswith(word, start):
                 return None
             found.setdefault(word, []).append(start)
         return known, found
 
 
 _LOWERCASE_WORDS = _Words()  # searched in the lowercase text: Note.lines, Note.has
-_EXACT_WORDS = _Words()  # searched as written: Note.contains
+_EXACT_WORDS = _Words()  # searched as written: Note.has_exact
 
 
 class Note:
@@ -150,17 +155,21 @@ class Note:
         low = self.low
         for word in known:
             starts: list[int] = []
+            line_end = -1  # occurrences before it sit on a line already counted
             for i in found.get(word, ()):
-                start = low.rfind("\n", 0, i) + 1
-                if not starts or starts[-1] != start:
-                    starts.append(start)
+                if i < line_end:
+                    continue  # one look back per line, not per occurrence: linear on one long line
+                starts.append(low.rfind("\n", 0, i) + 1)
+                line_end = low.find("\n", i)
+                if line_end < 0:
+                    break
             self._starts[word] = starts
 
     def has(self, word: str) -> bool:
         """``word`` (lowercase) occurs in the text."""
         return bool(self._line_starts(word))
 
-    def contains(self, word: str) -> bool:
+    def has_exact(self, word: str) -> bool:
         """``word`` occurs in the text as written (case counts)."""
         if self._exact is None:
             result = _EXACT_WORDS.occurrences(self.text)

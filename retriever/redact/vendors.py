@@ -73,7 +73,7 @@ def _has_hint(note: Note, rule: Rule) -> bool:
         return True  # a rule whose regex starts with a literal scans as fast as a hint test
     if rule.hints_ci:
         return any(note.has(h) for h in rule.hints)
-    return any(note.contains(h) for h in rule.hints)
+    return any(note.has_exact(h) for h in rule.hints)
 
 
 def apply_rule(rule: Rule, note: Note, counts: Counter[str]) -> str:
@@ -277,7 +277,7 @@ def redact_api_tokens(note: Note, counts: Counter[str]) -> str:
     if "-us" in text:
         edits += _mailchimp_keys(text)
     for hint, lower, regex in _GATED:
-        if note.has(hint) if lower else hint in text:
+        if note.has(hint) if lower else note.has_exact(hint):
             edits += [
                 (*m.span(), marker("api_token"))
                 for m in regex.finditer(text)
