@@ -14,8 +14,8 @@ from retriever.windows import best_window_cosines
 
 # recall@30 vs exact on win32-17k with the index's ef_construction 128 (the parallel build
 # is not deterministic): at 300, 0.983-0.989 over most builds but 0.977 in one, 0.981-0.985
-# in three more (200 queries); at 400, 0.988-0.989 in those three, for about 0.5 ms more a
-# query. With pgvector's default ef_construction 64 the graph, not the beam, was the limit
+# in three more (200 queries); at 400, 0.988-0.989 in those three (0.989 in a fifth), for
+# 0.5-1.8 ms more a query (the hour decides). With pgvector's default ef_construction 64 the graph, not the beam, was the limit
 # (0.973-0.982 at 300, 0.977 at 500).
 EF_SEARCH = 400
 # Passages whose windows are read, per passage wanted: the nearest whole-passage vectors
