@@ -656,6 +656,43 @@ CASES: dict[str, Case] = {
     "dockerfile_env_crlf": Case("secret", "ENV API_KEY {s}\r\nENV MODE prod", lambda: rand(32)),
     "sql_oracle_bare": Case("password", "ALTER USER scott IDENTIFIED BY {s};", lambda: rand(14)),
     "fish_set_gx": Case("secret", "set -gx API_KEY {s}", lambda: rand(32)),
+    "cmd_xfreerdp": Case("password", "xfreerdp /u:admin /p:{s} /v:10.0.0.4", password),
+    "cmd_smbclient": Case("password", "smbclient //nas/share -U bob%{s}", password),
+    "cmd_ldapsearch": Case(
+        "password", "ldapsearch -x -D cn=admin,dc=ex,dc=org -w {s} -b dc=ex,dc=org", password
+    ),
+    "cmd_keytool": Case("password", "keytool -genkey -keystore ks.jks -storepass {s}", password),
+    "cmd_7z": Case("password", "7z a -p{s} backup.7z docs/", password),
+    "cmd_zip": Case("password", "zip -P {s} out.zip notes.txt", password),
+    "cmd_ipmitool": Case(
+        "password", "ipmitool -I lanplus -H 10.0.0.9 -U ADMIN -P {s} power on", password
+    ),
+    "cmd_chpasswd": Case("password", "echo 'bob:{s}' | sudo chpasswd", password),
+    "cmd_htpasswd": Case("password", "htpasswd -b /etc/nginx/.htpasswd bob {s}", password),
+    "cmd_net_user": Case("password", "net user bob {s} /add", password),
+    "cmd_openssl_enc": Case(
+        "password", "openssl enc -aes-256-cbc -in f -out f.enc -k {s}", password
+    ),
+    "cmd_gh_secret": Case("password", "gh secret set DEPLOY_TOKEN --body {s}", password),
+    "cmd_setx": Case("secret", "setx OPENAI_API_KEY {s}", lambda: rand(48)),
+    "cmd_sqlplus": Case("password", "sqlplus system/{s}@//localhost:1521/XEPDB1", lambda: rand(14)),
+    "jdbc_oracle": Case(
+        "password", "url: jdbc:oracle:thin:scott/{s}@//db:1521/ORCL", lambda: rand(14)
+    ),
+    "url_user_token": Case(
+        "url_password", "git clone https://{s}@github.com/org/repo.git", lambda: rand(40, HEX)
+    ),
+    "auth_header_okta_ssws": Case(
+        "bearer_token",
+        "curl -H 'Authorization: SSWS {s}' https://dev-1.okta.com/api/v1/users",
+        lambda: rand(42, URLSAFE),
+    ),
+    "auth_header_oauth_scheme": Case("bearer_token", "Authorization: OAuth {s}", lambda: rand(40)),
+    "netrc_one_token_per_line": Case(
+        "password",
+        "machine api.heroku.com\n  login me@example.org\n  password {s}",
+        lambda: str(uuid.uuid4()),
+    ),
     # codes kept in personal notes (retriever.redact.codes)
     "pin_in_a_sentence": Case("pin", "My bank card PIN is {s}.", lambda: digits(4)),
     "door_code_fr": Case("pin", "Code de la porte : {s}", lambda: door_code()),
@@ -680,6 +717,8 @@ WRAPPERS: dict[str, Callable[[str], str]] = {
     "html_comment": lambda s: HEAD + "<!-- " + s + " -->" + TAIL,
     "list_item": lambda s: HEAD + "- " + s + TAIL,
     "blockquote": lambda s: HEAD + "> " + s + TAIL,
+    # The note's last line, with no line break after it (Obsidian does not add one).
+    "note_end": lambda s: HEAD + s,
 }
 
 
@@ -704,6 +743,54 @@ def test_spec_examples_keep_the_key(name: str) -> None:
     case = CASES[name]
     snippet, _ = fill(case)
     assert redact(snippet)[0] == case.expected
+
+
+@pytest.mark.parametrize("space", ["\u00a0", "\u202f", "\u2009"], ids=["nbsp", "narrow", "thin"])
+@pytest.mark.parametrize(
+    "template",
+    [
+        "Mot de passe{sp}: {s}",
+        "Clé API{sp}: {k}",
+        "Password:{sp}{s}",
+        "PIN{sp}: 4821",
+        "- wifi{sp}: {s}",
+    ],
+)
+def test_credentials_after_a_no_break_space(template: str, space: str) -> None:
+    """French typography puts a no-break space before a colon; word processors paste them
+    anywhere. The value is redacted, and lines without a secret keep their spaces."""
+    secret, key = password(), rand(40)
+    line = template.format(sp=space, s=secret, k=key)
+    keep = f"Prix{space}: 12{space}€, à 18{space}h{space}!"
+    out, counts = redact(f"{keep}\n{line}\n{keep}")
+    first, redacted, last = out.split("\n")
+    assert first == last == keep
+    assert secret not in redacted and key not in redacted and "4821" not in redacted
+    assert sum(counts.values()) == 1
+    assert redact(out) == (out, Counter())
+
+
+def test_an_invisible_character_inside_a_token() -> None:
+    """A zero-width space or soft hyphen pasted inside a token does not hide it."""
+    token = "ghp_" + rand(36)
+    for mark in ("\u200b", "\u00ad", "\u2060"):
+        hidden = token[:10] + mark + token[10:]
+        out, counts = redact(f"# Tokens\nCI uses {hidden} for pushes.\n")
+        assert out == "# Tokens\nCI uses [REDACTED:github_token] for pushes.\n"
+        assert counts == Counter({"github_token": 1})
+
+
+@pytest.mark.parametrize("ending", ["", "\n", "\r\n"], ids=["note_end", "lf", "crlf"])
+@pytest.mark.parametrize("line", ["DB_PASSWORD={w}", "SMTP_PASS={w}", "password: {w}"])
+@pytest.mark.parametrize("word", ["sunflower", "letmein", "moutarde"])
+def test_a_plain_word_password_on_the_notes_last_line(line: str, ending: str, word: str) -> None:
+    """A note's last line often has no line break after it (Obsidian adds none): the end
+    of the text reads as the end of a line, not as code (``f(password=pw)``)."""
+    note = HEAD + line.format(w=word) + ending
+    out, counts = redact(note)
+    assert word not in out
+    assert out == HEAD + line.format(w="[REDACTED:password]") + ending
+    assert counts == Counter({"password": 1})
 
 
 @pytest.mark.parametrize("wrapper", ["plain", "fence"])
@@ -946,6 +1033,15 @@ def keep_cases() -> dict[str, str]:
     sha40, sha64 = rand(40, HEX), rand(64, HEX)
     return {
         "git_sha_prose": f"Fixed in commit {sha40}.",
+        "url_user_name": "git clone https://jane.doe@git.example.org/team/repo.git",
+        "cmd_7z_extract": "7z x archive.7z -o/tmp/out && 7z a -p backup.7z docs/",
+        "cmd_sqlplus_sysdba": "sqlplus / as sysdba; sqlplus hr@orcl",
+        "cmd_net_user_prompt": "net user bob * /add",
+        "cmd_ldap_prompt": "ldapsearch -x -W -b dc=ex,dc=org",
+        "cmd_smbclient_prompt": "smbclient -U bob //nas/share",
+        "url_user_git": "ssh://git@github.com/org/repo.git",
+        "auth_digest_parameters": 'Authorization: Digest username="bob", realm="api"',
+        "auth_header_prose": "The Authorization: header carries the credentials.",
         "git_sha_yaml": f"commit: {sha40}",
         "git_short_shas": f"see {rand(7, HEX)} and {rand(12, HEX)}",
         "uuid_field": f"id: {uuid.uuid4()}",

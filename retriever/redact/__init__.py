@@ -45,6 +45,7 @@ The module never logs or raises with a secret value; callers log kinds and file 
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 
 from retriever.redact.assign import redact_assignments
@@ -68,7 +69,7 @@ from retriever.redact.vendors import (
 log = logging.getLogger(__name__)
 
 # Bump whenever a rule changes: stored text redacted by an older version must be re-indexed.
-REDACTOR_VERSION = "21"
+REDACTOR_VERSION = "22"
 
 KINDS: tuple[str, ...] = (
     "private_key",
@@ -111,11 +112,35 @@ KINDS: tuple[str, ...] = (
 )
 
 
+# Spaces the rules' ``[ \t]`` does not match: French typography puts a no-break space
+# before a colon ("Mot de passe : …"), and word processors and web pages paste them. And
+# invisible characters that can sit inside a pasted token (zero-width space, soft hyphen).
+_ODD_SPACES = "\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000"
+_INVISIBLE = "\u00ad\u200b\u200c\u200d\u2060\ufeff"
+_ODD = re.compile(f"[{_ODD_SPACES}{_INVISIBLE}]")
+_PLAIN = {**{ord(c): " " for c in _ODD_SPACES}, **{ord(c): None for c in _INVISIBLE}}
+
+
 def redact(text: str) -> tuple[str, Counter[str]]:
     """Return (scrubbed_text, counts_by_kind).
 
     Secrets become ``[REDACTED:kind]``; line breaks and secret-free lines are untouched.
     """
+    if not text or text.isascii() or _ODD.search(text) is None:
+        return _redact(text)
+    # The rules read a copy with plain spaces and no invisible characters; a line they
+    # leave alone is given back as written, a line they redact as they wrote it.
+    plain, counts = _redact(text.translate(_PLAIN))
+    written = text.splitlines(keepends=True)
+    read = text.translate(_PLAIN).splitlines(keepends=True)
+    out = plain.splitlines(keepends=True)
+    if len(out) != len(written):  # never expected: the rules keep every line break
+        return plain, counts
+    kept = [w if o == r else o for w, r, o in zip(written, read, out, strict=True)]
+    return "".join(kept), counts
+
+
+def _redact(text: str) -> tuple[str, Counter[str]]:
     counts: Counter[str] = Counter()
     if not text:
         return text, counts

@@ -267,7 +267,7 @@ def _unquoted_is_literal(v: str, site: _Site) -> bool:
         return False  # "Password: 12+ chars, one digit"
     if site.sep == " " and "=" in v.rstrip("="):
         return False  # `--secrets KEY=value`: the flag takes an assignment, judged on its own
-    if site.follow in "'`" and is_wordy(v):
+    if site.follow and site.follow in "'`" and is_wordy(v):
         return False  # "pre-pass: zsh's": cut at an apostrophe, so a word in a sentence
     if is_identifier(v) and ((site.sep == "=" and site.spaced) or site.sep in (":=", "=>")):
         return False  # `a_signature = maximum_filter1d_signature`: a variable
@@ -275,7 +275,7 @@ def _unquoted_is_literal(v: str, site: _Site) -> bool:
         # A bare word is a literal in `.env` (KEY=word) and YAML (key: word), but a variable
         # in code (`password = user_pw`, `f(password=pw)`, `{token: tok,}`) and a word in
         # prose (`--password option`, `passwd:dir`).
-        if site.sep in (" ", ":=", "=>") or site.follow in ",)":
+        if site.sep in (" ", ":=", "=>") or (site.follow and site.follow in ",)"):
             return False
         if site.follow == ";" and site.spaced:  # JS `pw = input;`, but not ADO `Password=x;`
             return False

@@ -82,6 +82,50 @@ _RULES: tuple[_Rule, ...] = (
         ("password-stdin",),
         rf"{_CMD}(?:echo|printf)[ \t]+(?:-n[ \t]+)?{_VALUE}[ \t]*\|[^\n]{{0,200}}--password-stdin",
     ),
+    # Remote desktop, SMB, LDAP, Java keystores, archives, IPMI, Oracle, account tools.
+    _rule(("/p:",), rf"{_CMD}[wx]freerdp3?{_GAP}/p:{_VALUE}"),
+    _rule(
+        (" -u", "--user"),
+        rf"{_CMD}(?:smbclient|rpcclient|smbmap|smbcacls|crackmapexec|netexec|nxc)"
+        rf"{_GAP}(?:-U|--user(?:name)?)[ \t=]*['\"]?[^\s%'\"]{{1,64}}%(?P<v>[^\s'\"|;&<>]+)",
+    ),
+    _rule(
+        (" -w",),
+        rf"{_CMD}ldap(?:search|modify|add|delete|passwd|whoami|compare|modrdn|exop|url)"
+        rf"{_GAP}-w[ \t]+{_VALUE}",
+    ),
+    _rule(
+        ("storepass", "keypass"),
+        rf"{_CMD}keytool{_GAP}-(?:src|dest)?(?:store|key)pass[ \t]+{_VALUE}",
+    ),
+    _rule(
+        (" -p",),
+        rf"{_CMD}7z[az]?{_GAP}-p(?P<v>[^\s'\"|;&<>-][^\s'\"|;&<>]*|'[^'\n]+'|\"[^\"\n]+\")",
+    ),
+    _rule((" -p", "--password"), rf"{_CMD}(?:un)?zip{_GAP}(?:-P|--password)[ \t]+{_VALUE}"),
+    _rule((" -p",), rf"{_CMD}ipmitool{_GAP}-P[ \t]+{_VALUE}"),
+    _rule((" -k",), rf"{_CMD}openssl[ \t]+enc{_GAP}-k[ \t]+{_VALUE}"),
+    _rule(("--body",), rf"{_CMD}gh[ \t]+secret[ \t]+set{_GAP}(?:-b|--body)[ \t=]*{_VALUE}"),
+    _rule(
+        ("htpasswd",), rf"{_CMD}htpasswd[ \t]+-[a-zA-Z]*b[a-zA-Z]*[ \t]+\S+[ \t]+\S+[ \t]+{_VALUE}"
+    ),
+    _rule(
+        ("net user",),
+        rf"{_CMD}net[ \t]+user[ \t]+\S+[ \t]+{_VALUE}[ \t]+/(?:add|domain)",
+        flags=re.IGNORECASE,
+    ),
+    _rule(
+        ("chpasswd",),
+        rf"{_CMD}(?:echo|printf)[ \t]+(?:-[ne][ \t]+)?['\"]?[\w.@-]{{1,64}}:"
+        rf"(?P<v>[^\s'\"|]+)['\"]?[ \t]*\|[^\n]{{0,100}}chpasswd",
+    ),
+    _rule(  # Oracle's user/password@database
+        ("sqlplus", "rman", "expdp", "impdp", "sqlldr"),
+        rf"{_CMD}(?:sqlplus|rman|expdp|impdp|sqlldr)(?:[ \t]+-[A-Za-z]+)*[ \t]+['\"]?[\w$#]{{1,64}}/"
+        r"(?P<v>[^\s@/'\"]+)(?=@|['\"]?[ \t]|['\"]?\r?$)",
+        flags=re.MULTILINE,
+    ),
+    _rule(("jdbc:oracle",), r"jdbc:oracle:(?:thin|oci8?):[\w$#]{1,64}/(?P<v>[^\s@/'\"]+)@"),
     _rule(
         (" -a ", "--auth"),
         rf"{_CMD}https?{_GAP}(?:-a|--auth)[ \t]+[^\s:'\"]+:{_VALUE}",
@@ -92,7 +136,7 @@ _RULES: tuple[_Rule, ...] = (
 # Dockerfile `ENV KEY value` and fish `set -gx KEY value`: the key decides, as in ``KEY=value``.
 _ENV_SPACED = re.compile(
     r"^(?:[ \t]*(?:[>*+-]|<!--))*[ \t]*"  # in a list item, a quote or a comment too
-    r"(?:ENV[ \t]+|set[ \t]+(?:-[a-zA-Z]+[ \t]+)+)(?P<key>[A-Za-z_]\w*)[ \t]+"
+    r"(?:ENV[ \t]+|set[ \t]+(?:-[a-zA-Z]+[ \t]+)+|setx[ \t]+)(?P<key>[A-Za-z_]\w*)[ \t]+"
     + _VALUE
     + r"[ \t]*(?:-->)?[ \t]*\r?$",
     re.MULTILINE,  # matched at a line's start, $ is its end
@@ -140,7 +184,7 @@ def redact_commands(note: Note, counts: Counter[str]) -> str:
                 start, end, v = _value(text, m)
                 if _secret_ok(v) and (rule.words_ok or not is_wordy(v)):
                     edits.append((start, end, marker(rule.kind)))
-    for line_start, line_end in note.lines(("env ", "set -")):
+    for line_start, line_end in note.lines(("env ", "set -", "setx ")):
         edit = _spaced_assignment(text, line_start, line_end)
         if edit is not None:
             edits.append(edit)

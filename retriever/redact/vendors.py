@@ -436,11 +436,15 @@ HEADER_RULES: tuple[Rule, ...] = (
     rule(
         "bearer_token",
         r"(?<![\w-])(?:proxy-)?authorization[\"'`]?\]?[ \t]*[:=][ \t]*[\"'`]?[ \t]*"
-        r"(?:(?P<scheme>bearer|token|basic|apikey|api-key|key|sso-key)[ \t]+)?"
+        # Any scheme: Okta's SSWS, OAuth, Bot, Splunk, GenieKey, Zoho-oauthtoken, ...
+        r"(?:(?P<scheme>[A-Za-z][\w-]{1,30})[ \t]+)?"
         r"(?P<v>" + _TOKEN68 + ")",
         ("authorization",),
         group="v",
-        check=lambda v: len(v) >= 8 and not (is_placeholder(v) or is_wordy(v) or is_code_ref(v)),
+        # Not a parameter name (``Digest username="bob"``): a word, then "=".
+        check=lambda v: (
+            len(v) >= 8 and not (is_placeholder(v) or is_wordy(v.rstrip("=")) or is_code_ref(v))
+        ),
         kind_of=_auth_kind,
         flags=re.IGNORECASE,
     ),
@@ -467,12 +471,22 @@ HEADER_RULES: tuple[Rule, ...] = (
         group="v",
         check=password_ok,
     ),
-    # ~/.netrc: "machine host login user password secret" (or "default login ...").
+    # A token as the user name: https://<token>@github.com/…, https://<token>:x-oauth-basic@…
+    rule(
+        "url_password",
+        r"://(?<=[A-Za-z0-9+.\-]://)(?P<v>[A-Za-z0-9_\-.~]{16,256})"
+        r"(?=(?::[^\s/?#\"'<>@]{0,256})?@[^\s@/?#\"'<>])",
+        ("://",),
+        group="v",
+        check=token_ok,
+    ),
+    # ~/.netrc: "machine host login user password secret" (or "default login ..."), on one
+    # line or one token per line (what `heroku login` writes).
     rule(
         "password",
         r"(?:" + _after("machine") + r"[ \t]+\S+|" + _after("default") + ")"
-        r"(?:[ \t]+(?:login|account|port)[ \t]+\S+)*"
-        r"[ \t]+(?:password|passwd)[ \t]+(?P<v>[^\s\"'`]+)",
+        r"(?:\s+(?:login|account|port)[ \t]+\S+){0,3}"
+        r"\s+(?:password|passwd)[ \t]+(?P<v>[^\s\"'`]+)",
         ("machine", "default"),
         group="v",
         check=lambda v: password_ok(v) and not is_wordy(v),
