@@ -745,6 +745,57 @@ def test_spec_examples_keep_the_key(name: str) -> None:
     assert redact(snippet)[0] == case.expected
 
 
+@pytest.mark.parametrize(
+    "template",
+    [
+        "Changed the router password from {a} to {b}",
+        "passwords: {a}, {b}",
+        "Router password changed to {a} (was {b})",
+        "NAS password: {a} -> {b}",
+        "Password: {a} (old: {b})",
+        "password was {a}, now {b}",
+        "Mot de passe du NAS : {a} (ancien : {b})",
+        "mot de passe changé : {a} → {b}",
+    ],
+)
+def test_every_password_of_a_rotation_log(template: str) -> None:
+    """A note that logs a change holds the old password and the new one: both go. Each
+    value after the first must look like a password on its own (a symbol no name holds)."""
+    a, b = (rand(7) + secrets.choice("!#$%&*+?") + rand(7) for _ in range(2))
+    out, counts = redact(HEAD + template.format(a=a, b=b) + TAIL)
+    assert a not in out and b not in out
+    assert counts == Counter({"password": 2})
+
+
+@pytest.mark.parametrize("symbol", ["&", "*"])
+@pytest.mark.parametrize(
+    "line", ["NAS password: {a} -> see the log", "Router password changed to {a} yesterday"]
+)
+def test_a_password_holding_an_ampersand_or_a_star_goes_whole(line: str, symbol: str) -> None:
+    """ "&" and "*" are syntax elsewhere (a query's next parameter, emphasis), but inside a
+    run after a password label they are its characters: no tail is left behind."""
+    a = rand(6) + symbol + rand(6)
+    out, counts = redact(line.format(a=a))
+    assert out == line.format(a="[REDACTED:password]")
+    assert counts == Counter({"password": 1})
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "password: {a} (set on 2024-05-01 via ansible v2.14.1)",
+        "password: {a} for admin@example.com on nas-01.local",
+        "wifi password: {a}, SSID HomeNet-5G",
+        "password: {a} / user: admin2024",
+    ],
+)
+def test_what_follows_a_password_is_not_one(line: str) -> None:
+    a = password()
+    out, counts = redact(line.format(a=a))
+    assert out == line.format(a="[REDACTED:password]")
+    assert counts == Counter({"password": 1})
+
+
 @pytest.mark.parametrize("space", ["\u00a0", "\u202f", "\u2009"], ids=["nbsp", "narrow", "thin"])
 @pytest.mark.parametrize(
     "template",

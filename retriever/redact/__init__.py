@@ -56,7 +56,7 @@ from retriever.redact.core import Note
 from retriever.redact.kubernetes import redact_k8s_secrets
 from retriever.redact.logins import redact_logins, redact_pgpass
 from retriever.redact.pem import redact_pem
-from retriever.redact.prose import redact_prose
+from retriever.redact.prose import redact_more_passwords, redact_prose
 from retriever.redact.tables import redact_tables
 from retriever.redact.vendors import (
     HEADER_RULES,
@@ -69,7 +69,7 @@ from retriever.redact.vendors import (
 log = logging.getLogger(__name__)
 
 # Bump whenever a rule changes: stored text redacted by an older version must be re-indexed.
-REDACTOR_VERSION = "22"
+REDACTOR_VERSION = "23"
 
 KINDS: tuple[str, ...] = (
     "private_key",
@@ -169,6 +169,7 @@ def _redact(text: str) -> tuple[str, Counter[str]]:
         redact_codes,
         redact_cards,
         redact_tables,
+        redact_more_passwords,
     ):
         new = stage(note, counts)
         if new is not note.text:

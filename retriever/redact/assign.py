@@ -342,6 +342,18 @@ def _extended(text: str, cut: int, *, anywhere: bool) -> int:
     return end
 
 
+def _amp_inside(text: str, pos: int) -> bool:
+    """An "&" at ``pos`` inside a run ("Tr0ub&dor"), not a shell's "&&" or a lone "&"."""
+    return text[pos : pos + 1] == "&" and text[pos + 1 : pos + 2] not in (
+        "",
+        "&",
+        " ",
+        "\t",
+        "\r",
+        "\n",
+    )
+
+
 def _run_end(text: str, pos: int) -> int:
     """End of the run of non-space characters from ``pos``, less unbalanced closing
     brackets and trailing punctuation (``KEY=p(w)x)`` in a call, ``{password: a&b}``,
@@ -484,6 +496,10 @@ def redact_assignments(note: Note, counts: Counter[str]) -> str:
             env=env,
         )
         kind = _judge(*classified, raw, value, site)
+        if kind == "password" and not quoted and not env and _amp_inside(text, end):
+            # "NAS password: Tr0ub&dor -> …": the value was cut at "&" only because more
+            # follows on its line; the run is the password (not "&next=1", a parameter).
+            end = _extended(text, end, anywhere=True)
         if kind:
             edits.append((start, end, marker(kind)))
             counts[kind] += 1

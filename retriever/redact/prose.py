@@ -131,13 +131,15 @@ _SEP = (
 # A bold or italic label may close its emphasis first: "**Mot de passe** : …".
 _AFTER_SEP = re.compile(r"(?:\*\*|__|\*|_)?" + _QUALIFIER + _SEP + r"[ \t]*:?[ \t]*", re.IGNORECASE)
 _OPENERS = "`\"'*“«‘([_"
-_VALUE = re.compile(r"[^\s`\"'*”»’<>|]{1,200}")
+# A "*" between two characters of a value is one of its characters (Tr0ub*dor); one
+# before a blank or another "*" closes emphasis (**Tr0ub4dor**).
+_VALUE = re.compile(r"(?:[^\s`\"'*”»’<>|]|\*(?=[^\s*`\"'”»’<>|])){1,200}")
 VALUE_TRIM = ".,;:)]}\"'`*”»’"
 # A value is judged on its first 200 characters (enough for every check, and bounded work
 # per label) but redacted to the end of its run: an AWS session token or a long JWT must
 # not leave its tail behind. Each run is read to its end once: a value that starts inside
 # the value redacted last is part of it (see redact_prose).
-_VALUE_REST = re.compile(r"[^\s`\"'*”»’<>|]*")
+_VALUE_REST = re.compile(r"(?:[^\s`\"'*”»’<>|]|\*(?=[^\s*`\"'”»’<>|]))*")
 # What may follow a label that ends its line: a colon, emphasis, a closing bracket.
 # Each run of blanks follows a token it needs: no two runs can split one (linear time).
 _LABEL_TAIL = re.compile(
@@ -362,6 +364,58 @@ def _unseparated_edit(
             return None  # only plain words ("wifi", "for", "du") stand between
         pos = m.end()
     return None
+
+
+# A password's next value on its line, after a word or sign that says one follows: a
+# rotation log ("from X to Y", "X -> Y", "~~X~~ Y", "(was X)"), a list ("X, Y").
+_ANOTHER_WORD = (
+    r"(?:to|then|now|new|old|was|and|or|puis|maintenant|ancien|nouveau|et|ou|devient|vers|à)"
+    r"(?:[ \t]*:)?[ \t]+"
+)
+_ANOTHER = re.compile(
+    r"(?:[ \t]*(?:,|/|->|=>|→|\(|;|:)[ \t]*(?:" + _ANOTHER_WORD + r")?"
+    r"|[ \t]+" + _ANOTHER_WORD + r"|(?<=~~)[ \t]+)"  # "~~old~~ new": struck through, then a blank
+    r"(?:~~|\*\*|[`\"'«“])?(?P<v>[^\s`\"'»”()<>|,;]{6,200})",
+    re.IGNORECASE,
+)
+
+
+def _more_passwords(text: str, pos: int, end: int) -> list[Edit]:
+    """Other passwords on the line after the one that ends at ``pos``: each must look
+    like one on its own (``password_ok``, strict)."""
+    edits: list[Edit] = []
+    while (m := _ANOTHER.match(text, pos, end)) is not None:
+        value = m.group("v").rstrip("~*").rstrip(VALUE_TRIM)
+        if not value or value.startswith(MARK) or not password_ok(value, True):
+            break
+        edits.append((m.start("v"), m.start("v") + len(value), marker("password")))
+        pos = _past_closers(text, m.start("v") + len(value), end)
+    return edits
+
+
+def redact_more_passwords(note: Note, counts: Counter[str]) -> str:
+    """The passwords after a redacted one on its line, whichever rule redacted it: "from
+    [REDACTED:password] to Y", "[REDACTED:password] (old: Y)"."""
+    text = note.text
+    edits: list[Edit] = []
+    done = -1
+    for start, end in note.lines((_PASSWORD_MARK.lower(),)):
+        for m in _PASSWORD_MARK_RE.finditer(text, start, end):
+            if m.start() >= done:
+                found = _more_passwords(text, _past_closers(text, m.end(), end), end)
+                edits += found
+                done = found[-1][1] if found else m.end()
+    return keep_first(text, edits, counts)
+
+
+_PASSWORD_MARK = marker("password")
+_PASSWORD_MARK_RE = re.compile(re.escape(_PASSWORD_MARK))
+
+
+def _past_closers(text: str, pos: int, end: int) -> int:
+    while pos < end and text[pos] in "~*`\"'»”":
+        pos += 1
+    return pos
 
 
 def label_lines(note: Note) -> list[tuple[int, int]]:
