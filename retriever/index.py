@@ -386,6 +386,9 @@ class _Run:
     # Notes a full re-derive could not reach (in folders it could not read): their stamps
     # are forgotten, so that they are derived again once they can be read.
     unreached: list[str] = field(default_factory=list)
+    # A changed pipeline's re-derive is still due after this run (a bounded freshness pass
+    # indexed only the notes that changed): the stored pipeline version stays the old one.
+    rederive_due: bool = False
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
@@ -437,7 +440,7 @@ def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
         )
         # A new pipeline re-derives every note but rewrites only those whose output moved
         # (--full rewrites them all, whatever the index holds).
-        derived = store.derived_digests(conn) if rebuild and not full else {}
+        derived = store.derived_digests(conn) if rebuild and allow_full and not full else {}
         conn.commit()
     report.skipped = scan.skipped_too_large + scan.skipped_escaping_links + scan.skipped_bad_names
     for rel in scan.skipped_too_large:
@@ -450,10 +453,12 @@ def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
         )
     new = sum(1 for f in scan.files if f.path not in states)
     report.files_seen = len(scan.files) if touched is None else n_indexed - len(deleted) + new
-    if rebuild:
-        if not allow_full:
-            report.warnings.append(PIPELINE_CHANGED)
-            return None
+    if rebuild and not allow_full:
+        # Not here (a search's bounded pass): the notes that changed are indexed all the
+        # same, or a search would never find a new note until someone runs the full index.
+        report.warnings.append(PIPELINE_CHANGED)
+        run.rederive_due = True
+    elif rebuild:
         full = report.full = True  # chunking/normalisation/redaction changed: re-derive all
         known = {}
     indexed_vault = last.get("vault") if isinstance(last, dict) else None
@@ -553,7 +558,7 @@ def _record(run: _Run, conn: psycopg.Connection, plan: _Plan, written: list[str]
             among = None if run.full_gc else run.dropped
             report.passages_collected = store.gc_passages(conn, among)
             store.set_meta(conn, "gc_pending", False)
-        if not run.halt.is_set():
+        if not run.halt.is_set() and not run.rederive_due:
             store.set_meta(conn, "pipeline_version", PIPELINE_VERSION)
         if run.unreached:
             store.forget_stamps(conn, run.unreached)

@@ -75,12 +75,19 @@ def test_freshness_pass_is_bounded(make_app, vault_copy: Path, model_dir: Path) 
     result = app.search("backup", mode="lexical")
     assert result.refreshed_files == 1
     assert app.status().passages_pending > 0  # the backlog is `retriever index`'s job
-    # A changed pipeline never turns a search into a full rebuild.
+    # A changed pipeline never turns a search into a full rebuild, but the note that
+    # changed is still indexed: a search finds it, and the full re-derive stays due.
     with app.db.connection() as conn:
         store.set_meta(conn, "pipeline_version", "old-version")
         conn.commit()
-    note.write_text(note.read_text("utf-8") + "\nanother line\n", "utf-8")
-    assert app.search("backup", mode="lexical").refreshed_files == 0
+    note.write_text(note.read_text("utf-8") + "\nanother line about quokkas\n", "utf-8")
+    result = app.search("quokkas", mode="lexical")
+    assert result.refreshed_files == 1
+    assert result.hits[0].path == "Inbox.md"
+    with app.db.connection() as conn:
+        assert store.get_meta(conn, "pipeline_version") == "old-version"
+        conn.commit()
+    assert app.index().full  # `retriever index` re-derives every note
 
 
 class _Stub:
