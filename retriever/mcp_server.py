@@ -247,12 +247,32 @@ def _cap_hits(data: dict[str, Any]) -> dict[str, Any]:
     if len(hits) > MAX_HITS:
         data["hits"] = hits = hits[:MAX_HITS]
         data["truncated"] = True
-    while hits and _size(data) > MAX_OUTPUT_BYTES:
+    while len(hits) > 1 and _size(data) > MAX_OUTPUT_BYTES:
         hits.pop()
+        data["truncated"] = True
+    while hits and _size(data) > MAX_OUTPUT_BYTES and hits[0].get("text"):
+        # The best hit alone is over the limit (one huge line or table): shortened, never
+        # dropped (an empty answer would read as "not in the vault").
+        _shorten(hits[0], _size(data) - MAX_OUTPUT_BYTES)
         data["truncated"] = True
     if data.get("truncated"):
         data["hint"] = "answer cut to fit; lower budget_tokens or narrow with folder/tags"
     return data
+
+
+def _shorten(hit: dict[str, Any], excess: int) -> None:
+    """Cut a hit's text by at least ``excess`` bytes: to its last whole line that fits, its
+    citation narrowed to the lines shown; inside the last line when whole lines would keep
+    less than half (one huge line: a pasted log, a minified table)."""
+    raw = hit["text"].encode("utf-8")
+    kept = raw[: max(0, len(raw) - excess - 256)].decode("utf-8", errors="ignore")
+    whole, newline, _ = kept.rpartition("\n")
+    if newline and len(whole) >= len(kept) // 2:
+        kept = whole
+    hit["text"] = kept
+    hit["end_line"] = hit["start_line"] + kept.count("\n")
+    hit["citation"] = f"{hit['path']}:{hit['start_line']}-{hit['end_line']}"
+    hit["truncated"] = True
 
 
 def _check_tool_name(value: object) -> str:
@@ -292,7 +312,10 @@ def _cap_text(text: str, limit: int = MAX_OUTPUT_BYTES) -> str:
     if len(raw) <= limit:
         return text
     cut = raw[: limit - 100].decode("utf-8", errors="ignore")
-    return cut.rsplit("\n", 1)[0] + "\n\n(cut to fit the output limit; ask a narrower question)\n"
+    whole, newline, _ = cut.rpartition("\n")
+    if newline and len(whole) >= len(cut) // 2:  # else one huge line: cut inside it
+        cut = whole
+    return cut + "\n\n(cut to fit the output limit; ask a narrower question)\n"
 
 
 # The tools' docstrings are the descriptions the calling model reads. "Examples" has no

@@ -26,7 +26,14 @@ from fastmcp import Client, FastMCP
 
 from retriever.app import Retriever
 from retriever.config import Settings
-from retriever.mcp_server import RemoteBindError, Warmup, build_server, check_bind, serve
+from retriever.mcp_server import (
+    MAX_OUTPUT_BYTES,
+    RemoteBindError,
+    Warmup,
+    build_server,
+    check_bind,
+    serve,
+)
 from retriever.passage_text import pack, unpack
 
 TOOLS = {
@@ -137,6 +144,33 @@ def test_search_hybrid_with_citations(mcp: Caller, vault_copy: Path) -> None:
         "read_note", path=top["path"], start_line=top["start_line"], end_line=top["end_line"]
     )
     assert shown["citation"] == top["citation"]
+
+
+def test_a_best_hit_over_the_output_limit_is_shortened_not_dropped(
+    make_app, vault_copy: Path, model_path: Path
+) -> None:
+    """One huge line (a pasted log, a minified table) as the only answer: the agent gets
+    it cut, cited and marked truncated, never an empty answer that reads as "absent"."""
+    (vault_copy / "wombats.md").write_text("# Wombats\n\n" + "wombat " * 60_000 + "\n", "utf-8")
+    (vault_copy / "quolls.md").write_text(
+        "# Quolls\n\n" + "".join(f"quoll line {i}\n" for i in range(12_000)), "utf-8"
+    )
+    app = make_app(vault_copy, model=model_path)
+    app.index()
+    mcp = Caller(build_server(app))
+    for query, path in (("wombat", "wombats.md"), ("quoll line", "quolls.md")):
+        data = mcp.ok("search", queries=query, mode="lexical", budget_tokens=20_000)
+        assert data["truncated"] and data["hits"], query
+        top = data["hits"][0]
+        assert top["path"] == path and top["truncated"] and top["text"]
+        assert len(json.dumps(data).encode("utf-8")) <= MAX_OUTPUT_BYTES + 1000
+        assert top["citation"] == f"{path}:{top['start_line']}-{top['end_line']}"
+        lines = (vault_copy / path).read_text("utf-8").splitlines()
+        shown = top["text"].splitlines()
+        cited = lines[top["start_line"] - 1 : top["end_line"]]
+        assert shown[:-1] == cited[:-1] and cited[-1].startswith(shown[-1])
+    context = mcp.ok("get_context", topic="wombat", budget_tokens=20_000)
+    assert "wombat wombat" in context and len(context.encode("utf-8")) <= MAX_OUTPUT_BYTES
 
 
 def test_search_filters_and_several_queries(mcp: Caller) -> None:
