@@ -11,7 +11,7 @@ import json
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,8 @@ ABLATIONS = [
 
 
 def load_cases(path: Path) -> list[Case]:
+    """The cases of a JSONL file, one object per line; a malformed line is a ValueError
+    that names the file, the line and what is wrong with it."""
     cases: list[Case] = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -85,42 +87,88 @@ def load_cases(path: Path) -> list[Case]:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path.name}:{n}: not JSON ({exc.msg})") from exc
-        query = raw.get("query") or raw.get("queries")
-        queries = [query] if isinstance(query, str) else list(query or [])
-        rel = raw.get("relevant") or []
-        relevant = (
-            {p: 1 for p in rel} if isinstance(rel, list) else {k: int(v) for k, v in rel.items()}
-        )
-        lines = {k: (int(v[0]), int(v[1])) for k, v in (raw.get("lines") or {}).items()}
-        kind = raw.get("kind") or ("absent" if not relevant else "default")
-        cases.append(Case(str(raw.get("id", n)), queries, relevant, lines, kind))
+        try:
+            cases.append(_case(raw, n))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path.name}:{n}: {exc}") from None
+    if not cases:
+        raise ValueError(f"{path.name} holds no cases (one JSON object per line)")
     return cases
+
+
+def _case(raw: object, n: int) -> Case:
+    if not isinstance(raw, dict):
+        raise ValueError('each line must be a JSON object like {"query": "...", "relevant": [...]}')
+    query = raw.get("query") or raw.get("queries")
+    queries = [query] if isinstance(query, str) else query
+    if not isinstance(queries, list) or not queries or not all(isinstance(q, str) for q in queries):
+        raise ValueError('"query" must be a string (or "queries" a list of strings)')
+    rel = raw.get("relevant") or []
+    if isinstance(rel, list) and all(isinstance(p, str) for p in rel):
+        relevant = {p: 1 for p in rel}
+    elif isinstance(rel, dict) and all(isinstance(v, int) for v in rel.values()):
+        relevant = {str(k): int(v) for k, v in rel.items()}
+    else:
+        raise ValueError('"relevant" must be a list of paths or an object of path -> grade')
+    spans = raw.get("lines") or {}
+    if not isinstance(spans, dict) or not all(_is_span(v) for v in spans.values()):
+        raise ValueError('"lines" must be an object of path -> [first line, last line]')
+    lines = {str(k): (int(v[0]), int(v[1])) for k, v in spans.items()}
+    kind = raw.get("kind") or ("absent" if not relevant else "default")
+    return Case(str(raw.get("id", n)), queries, relevant, lines, str(kind))
+
+
+def _is_span(value: object) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in value)
+    )
 
 
 def load_beir(folder: Path) -> tuple[dict[str, tuple[str, str]], list[Case]]:
     """(corpus id -> (title, text), cases) from a BEIR folder."""
     corpus: dict[str, tuple[str, str]] = {}
-    with (folder / "corpus.jsonl").open(encoding="utf-8") as fh:
-        for line in fh:
-            doc = json.loads(line)
-            corpus[str(doc["_id"])] = (doc.get("title") or "", doc.get("text") or "")
+    for n, doc in _jsonl(folder / "corpus.jsonl"):
+        if not isinstance(doc.get("_id"), str | int):
+            raise ValueError(f'corpus.jsonl:{n}: needs an "_id"')
+        corpus[str(doc["_id"])] = (str(doc.get("title") or ""), str(doc.get("text") or ""))
     queries: dict[str, str] = {}
-    with (folder / "queries.jsonl").open(encoding="utf-8") as fh:
-        for line in fh:
-            q = json.loads(line)
-            queries[str(q["_id"])] = q["text"]
+    for n, q in _jsonl(folder / "queries.jsonl"):
+        if not isinstance(q.get("_id"), str | int) or not isinstance(q.get("text"), str):
+            raise ValueError(f'queries.jsonl:{n}: needs an "_id" and a "text"')
+        queries[str(q["_id"])] = q["text"]
     qrels: dict[str, dict[str, int]] = defaultdict(dict)
     for n, line in enumerate((folder / "qrels.tsv").read_text().splitlines()):
         parts = line.split("\t") if "\t" in line else line.split()
-        if n == 0 and not parts[-1].lstrip("-").isdigit():
-            continue  # header
+        if not parts or (n == 0 and not parts[-1].lstrip("-").isdigit()):
+            continue  # a blank line, the header
+        if len(parts) < 3 or not parts[-1].lstrip("-").isdigit():
+            raise ValueError(f"qrels.tsv:{n + 1}: needs query-id, corpus-id and a score")
         qid, did, score = parts[0], parts[1], int(parts[-1])
         if score > 0:
             qrels[qid][beir_note_name(did)] = score
     cases = [
         Case(qid, [queries[qid]], rel, kind="beir") for qid, rel in qrels.items() if qid in queries
     ]
+    if not cases:
+        raise ValueError("no query of queries.jsonl has a positive judgement in qrels.tsv")
     return corpus, cases
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each non-blank line of a JSONL file."""
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path.name}:{n}: not JSON ({exc.msg})") from exc
+            if not isinstance(obj, dict):
+                raise ValueError(f"{path.name}:{n}: each line must be a JSON object")
+            yield n, obj
 
 
 _SAFE_NAME_CHARS = frozenset("-_,()' ")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,46 @@ def test_bad_case_file_gets_a_clear_error(tmp_path: Path) -> None:
     bad.write_text('{"id": 1, "query": "x", "relevant": []}\nnot json\n', "utf-8")
     with pytest.raises(ValueError, match=r"cases\.jsonl:2"):
         load_cases(bad)
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("[1, 2]", "JSON object"),
+        ('"just a string"', "JSON object"),
+        ('{"query": 5, "relevant": []}', '"query"'),
+        ('{"relevant": ["a.md"]}', '"query"'),
+        ('{"query": "x", "relevant": 5}', '"relevant"'),
+        ('{"query": "x", "relevant": {"a.md": "high"}}', '"relevant"'),
+        ('{"query": "x", "relevant": ["a.md"], "lines": {"a.md": [1]}}', '"lines"'),
+        ('{"query": "x", "relevant": ["a.md"], "lines": {"a.md": 5}}', '"lines"'),
+    ],
+)
+def test_each_malformed_case_names_its_line_and_field(tmp_path: Path, line: str, says: str) -> None:
+    bad = tmp_path / "cases.jsonl"
+    bad.write_text('{"id": 1, "query": "x", "relevant": []}\n' + line + "\n", "utf-8")
+    with pytest.raises(ValueError, match=r"cases\.jsonl:2: .*" + re.escape(says)):
+        load_cases(bad)
+
+
+def test_an_empty_case_file_says_so(tmp_path: Path) -> None:
+    empty = tmp_path / "cases.jsonl"
+    empty.write_text("\n\n", "utf-8")
+    with pytest.raises(ValueError, match="holds no cases"):
+        load_cases(empty)
+
+
+def test_a_malformed_beir_folder_names_its_file_and_line(tmp_path: Path) -> None:
+    beir = write_beir(
+        tmp_path / "mini", {"d1": ("T", "text")}, {"q1": "a query"}, [("q1", "d1", 1)]
+    )
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "ok"}\n{"_id": "q2"}\n', "utf-8")
+    with pytest.raises(ValueError, match=r'queries\.jsonl:2: needs an "_id" and a "text"'):
+        load_beir(beir)
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "ok"}\n', "utf-8")
+    (beir / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\n", "utf-8")
+    with pytest.raises(ValueError, match=r"qrels\.tsv:2"):
+        load_beir(beir)
 
 
 def test_eval_on_the_test_vault_reports_every_metric(
