@@ -10,6 +10,7 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import sys
 from contextvars import ContextVar
 from functools import partial
@@ -697,6 +698,13 @@ def health(
     raise typer.Exit(report.exit_code)
 
 
+def _seconds(value: float | None) -> float | None:
+    """A number of seconds, 0 or more (not NaN or infinite: JSON has no such numbers)."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise typer.BadParameter("must be a number of seconds, 0 or more")
+    return value
+
+
 @app.command()
 def mcp(
     vault: VaultArg = None,
@@ -708,7 +716,7 @@ def mcp(
         str,
         typer.Option("--host", help="HTTP address; non-loopback needs RETRIEVER_ALLOW_REMOTE=1."),
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="HTTP port.")] = 8765,
+    port: Annotated[int, typer.Option("--port", help="HTTP port.", min=1, max=65535)] = 8765,
     token: Annotated[
         str | None,
         typer.Option(
@@ -729,9 +737,10 @@ def mcp(
     with _Edge(False):
         api = _app(_vault(vault, vault_opt))
     busy = f"port {port} on {host} is in use: choose another with --port"
-    if http and not _port_free(host, port):  # before printing a URL that would not answer
+    problem = _bind_problem(host, port) if http else None
+    if problem:  # before printing a URL that would not answer
         api.close()
-        _fail(busy, False)
+        _fail(problem, False)
     if print_config:
         _print_client_config(api, http=http, host=host, port=port, token=token)
     try:
@@ -757,6 +766,7 @@ def serve(
         typer.Option(
             "--idle",
             help="Stop after this many idle seconds (0 = never; default RETRIEVER_SERVICE_IDLE).",
+            callback=_seconds,
         ),
     ] = None,
     detach: Annotated[
@@ -769,7 +779,9 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="MCP HTTP address (with --mcp).")] = (
         "127.0.0.1"
     ),
-    port: Annotated[int, typer.Option("--port", help="MCP HTTP port (with --mcp).")] = 8765,
+    port: Annotated[
+        int, typer.Option("--port", help="MCP HTTP port (with --mcp).", min=1, max=65535)
+    ] = 8765,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the resident service: CLI calls and hooks answer from a warm process.
@@ -824,8 +836,9 @@ def _mcp_beside(vault: Path | None, host: str, port: int, as_json: bool) -> Any:
         check_bind(host)
     except RemoteBindError as exc:
         _fail(str(exc), as_json)
-    if not _port_free(host, port):
-        _fail(f"port {port} on {host} is in use: choose another with --port", as_json)
+    problem = _bind_problem(host, port)
+    if problem:
+        _fail(problem, as_json)
 
     def run() -> None:
         from retriever.app import open_app
@@ -864,16 +877,19 @@ def _service_control(op: str, home: Path, as_json: bool) -> None:
     )
 
 
-def _port_free(host: str, port: int) -> bool:
+def _bind_problem(host: str, port: int) -> str | None:
+    """Why ``port`` on ``host`` cannot be served (None: it can)."""
     import socket
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         try:
             sock.bind((host, port))
+        except socket.gaierror:
+            return f"--host {host!r} is not an address of this machine"
         except OSError:
-            return False
-    return True
+            return f"port {port} on {host} is in use: choose another with --port"
+    return None
 
 
 def _print_client_config(api: Any, *, http: bool, host: str, port: int, token: str | None) -> None:

@@ -97,6 +97,9 @@ BAD_COMMAND_LINES = [
     (["search"], "Missing argument", "retriever search"),
     (["serch", "x"], "No such command 'serch'", "retriever"),
     (["db", "frobnicate"], "No such command 'frobnicate'", "retriever db"),
+    (["serve", "--mcp", "--port", "99999"], "Invalid value for '--port'", "retriever serve"),
+    (["serve", "--idle", "nan"], "Invalid value for '--idle'", "retriever serve"),
+    (["serve", "--idle", "-1"], "Invalid value for '--idle'", "retriever serve"),
 ]
 
 
@@ -117,6 +120,15 @@ def test_a_bad_command_line_is_one_line_and_exit_2(
     data = json.loads(as_json.stdout)
     assert as_json.returncode == 2 and as_json.stderr == ""
     assert data["ok"] is False and said in data["error"] and data["via"] == "process"
+
+
+def test_mcp_on_a_host_that_is_no_address_says_so(tmp_path: Path) -> None:
+    env = _cli_env("postgresql://nobody@127.0.0.1:1/none", tmp_path)
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    done = _run(["mcp", str(vault), "--http", "--host", "bad host!!", "--port", "18765"], env)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "'bad host!!' is not an address" in done.stderr and "in use" not in done.stderr
 
 
 def test_a_bad_hook_command_line_never_blocks_the_session(tmp_path: Path) -> None:
