@@ -24,6 +24,7 @@ from retriever.db import (
     open_database,
 )
 from retriever.embed import Embedder, EmbedderError
+from retriever.errors import VaultError
 from retriever.feedback import Policy
 from retriever.index import (
     LOCK_BUSY,
@@ -344,6 +345,24 @@ class Retriever:
         )
         return report.files_changed + report.files_deleted, in_line(report)
 
+    def _check_indexed_vault(self, conn: psycopg.Connection) -> None:
+        """A database holding another vault's index (one DATABASE_URL for two vaults) does
+        not answer for this one: its hits would cite notes this vault does not have. A
+        vault moved or renamed holds the indexed notes: it is answered for."""
+        last = store.get_meta(conn, "last_index")
+        indexed = last.get("vault") if isinstance(last, dict) else None
+        vault = self.settings.resolved_vault()
+        mine = str(vault)
+        if not isinstance(indexed, str) or indexed == mine:
+            return
+        sample = [r[0] for r in conn.execute("SELECT path FROM documents ORDER BY id LIMIT 8")]
+        if sample and sum((vault / p).is_file() for p in sample) * 2 < len(sample):
+            raise VaultError(
+                f"this index holds {indexed}, not {mine}: give each vault its own"
+                " DATABASE_URL (or RETRIEVER_HOME), or run `retriever index --force` to"
+                " replace it"
+            )
+
     def _vault_watch(self) -> VaultWatch | None:
         """The vault's watch, started on the first pass of a long-lived app (None: walk)."""
         if not (self.long_lived and self.settings.fresh_watch):
@@ -412,6 +431,7 @@ class Retriever:
                 log.warning("freshness pass failed (%s); searching the index as it is", exc)
         with db.connection() as conn:
             gen = self._searcher.begin(conn)  # one snapshot for the search's statements
+            self._check_indexed_vault(conn)
             result = self._search_tiers(conn, cleaned, opts, db.spare, gen)
             conn.commit()
         self._searcher.warm_titles(db.spare, eager=self.long_lived)

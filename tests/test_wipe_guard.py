@@ -8,6 +8,9 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from retriever.errors import VaultError
 from tests.conftest import cli_env, retriever_exe
 
 
@@ -37,8 +40,22 @@ def test_another_vault_does_not_replace_the_index(make_app, tmp_path: Path) -> N
         and str(tmp_path / "a") in report.refused
     )
     assert report.files_deleted == 0 and _count(other) == 12
+    # Nor does it answer for the other vault: its hits would cite notes b does not have.
+    with pytest.raises(VaultError, match=r"this index holds .*a, not .*b"):
+        other.search("topic", mode="lexical")
+    assert first.search("topic 3", mode="lexical").hits[0].path == "a note 3.md"
     forced = other.index(force=True)
     assert forced.refused is None and forced.files_deleted == 12 and _count(other) == 3
+    assert other.search("topic 1", mode="lexical").hits[0].path == "b note 1.md"
+    with pytest.raises(VaultError):  # and the first app no longer answers from it
+        first.search("topic 3", mode="lexical")
+
+
+def test_a_moved_vault_is_still_answered_for(make_app, tmp_path: Path) -> None:
+    app = make_app(_vault(tmp_path / "a", 12))
+    app.index()
+    moved = (tmp_path / "a").rename(tmp_path / "renamed")
+    assert make_app(moved).search("topic 3", mode="lexical").hits[0].path == "a note 3.md"
 
 
 def test_most_notes_gone_at_once_needs_force(make_app, tmp_path: Path) -> None:
