@@ -345,15 +345,13 @@ class Retriever:
         )
         return report.files_changed + report.files_deleted, in_line(report)
 
-    def _check_indexed_vault(self, conn: psycopg.Connection) -> None:
+    def _check_indexed_vault(self, conn: psycopg.Connection, indexed: str | None) -> None:
         """A database holding another vault's index (one DATABASE_URL for two vaults) does
         not answer for this one: its hits would cite notes this vault does not have. A
         vault moved or renamed holds the indexed notes: it is answered for."""
-        last = store.get_meta(conn, "last_index")
-        indexed = last.get("vault") if isinstance(last, dict) else None
         vault = self.settings.resolved_vault()
         mine = str(vault)
-        if not isinstance(indexed, str) or indexed == mine:
+        if indexed is None or indexed == mine:
             return
         sample = [r[0] for r in conn.execute("SELECT path FROM documents ORDER BY id LIMIT 8")]
         if sample and sum((vault / p).is_file() for p in sample) * 2 < len(sample):
@@ -431,7 +429,7 @@ class Retriever:
                 log.warning("freshness pass failed (%s); searching the index as it is", exc)
         with db.connection() as conn:
             gen = self._searcher.begin(conn)  # one snapshot for the search's statements
-            self._check_indexed_vault(conn)
+            self._check_indexed_vault(conn, gen.vault)
             result = self._search_tiers(conn, cleaned, opts, db.spare, gen)
             conn.commit()
         self._searcher.warm_titles(db.spare, eager=self.long_lived)

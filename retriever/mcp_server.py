@@ -198,6 +198,7 @@ class ServerState:
         from fastmcp.exceptions import ToolError
 
         from retriever.db import DatabaseError
+        from retriever.errors import InputError, describe
         from retriever.query_input import SearchInputError
 
         try:
@@ -208,6 +209,11 @@ class ServerState:
         except (notes.NotePathError, notes.NoteQueryError, SearchInputError) as exc:
             # Input problems: the message is the advice (checked free of absolute paths).
             raise _bad(self.scrub(str(exc)) or "invalid input") from None
+        except InputError as exc:  # a setting of the server (its home, its vault's index)
+            raise ToolError(
+                f"{self.scrub(describe(exc))}. This is the server's configuration, not this "
+                "request: call `health` for details."
+            ) from None
         except (DatabaseError, psycopg.OperationalError) as exc:  # pool timeouts too
             log.warning("%s: database unavailable: %s", tool, type(exc).__name__)
             raise ToolError(

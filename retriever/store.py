@@ -661,6 +661,7 @@ class Generation:
     vectors: str
     lexicon: str | None
     calibrations: Mapping[str, str]
+    vault: str | None = None  # the vault the last index run indexed
 
     def terms_key(self) -> str | None:
         """What cached term statistics are valid for (None: nothing indexed yet)."""
@@ -699,8 +700,12 @@ def parse_generation(rows: Sequence[tuple[Any, ...]]) -> Generation:
             lexicon = str(value)
         else:
             meta[key] = value
-    index = str(meta["last_index"]) if "last_index" in meta else None
-    return Generation(index, str(sorted(meta.items())), lexicon, stamps)
+    last = meta.get("last_index")
+    index = str(last) if last is not None else None
+    vault = last.get("vault") if isinstance(last, dict) else None
+    return Generation(
+        index, str(sorted(meta.items())), lexicon, stamps, vault if isinstance(vault, str) else None
+    )
 
 
 def has_vectors(conn: psycopg.Connection, model: int) -> bool:

@@ -173,6 +173,21 @@ def test_a_best_hit_over_the_output_limit_is_shortened_not_dropped(
     assert "wombat wombat" in context and len(context.encode("utf-8")) <= MAX_OUTPUT_BYTES
 
 
+def test_an_index_of_another_vault_is_said_not_an_internal_error(
+    make_app, vault_copy: Path, model_path: Path, tmp_path: Path
+) -> None:
+    """One DATABASE_URL for two vaults: the server says what is wrong with its setup,
+    without the paths, instead of answering with the other vault's notes."""
+    make_app(vault_copy, model=model_path).index()
+    other = tmp_path / "other vault"
+    other.mkdir()
+    (other / "Alone.md").write_text("# Alone\n\nnothing about backups\n", "utf-8")
+    mcp = Caller(build_server(make_app(other, model=model_path)))
+    said = mcp.error("search", queries="backups")
+    assert "this index holds" in said and "configuration" in said
+    assert "internal error" not in said and str(tmp_path) not in said
+
+
 def test_search_filters_and_several_queries(mcp: Caller) -> None:
     data = mcp.ok(
         "search", queries=["restic retention", "how long are snapshots kept"], folder="homelab"
