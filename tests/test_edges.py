@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from retriever.notes import NotePathError
 from retriever.query_input import SearchInputError
 from tests.conftest import cli_env, retriever_exe, run_retriever, write_beir
 
@@ -129,6 +130,26 @@ def test_mcp_on_a_host_that_is_no_address_says_so(tmp_path: Path) -> None:
     done = _run(["mcp", str(vault), "--http", "--host", "bad host!!", "--port", "18765"], env)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "'bad host!!' is not an address" in done.stderr and "in use" not in done.stderr
+
+
+@pytest.mark.parametrize("folder", ["../..", "/etc", "ops/../..", "C:\\Users"])
+def test_a_folder_filter_outside_the_vault_is_refused(
+    make_app, small_vault: Path, folder: str
+) -> None:
+    """Every front end filters the same way (the CLI took any string and answered
+    "likely absent"): a folder that leaves the vault is refused, never an empty answer."""
+    app = make_app(small_vault)
+    app.index()
+    with pytest.raises(NotePathError):
+        app.search("restic", mode="lexical", folder=folder)
+
+
+@pytest.mark.parametrize("folder", ["ops", "./ops", "ops/", " ops "])
+def test_a_folder_filter_is_normalised(make_app, small_vault: Path, folder: str) -> None:
+    app = make_app(small_vault)
+    app.index()
+    hits = app.search("restic", mode="lexical", folder=folder).hits
+    assert hits and all(h.path.startswith("ops/") for h in hits)
 
 
 def test_a_bad_hook_command_line_never_blocks_the_session(tmp_path: Path) -> None:
