@@ -36,10 +36,13 @@ def check_line(line: str) -> tuple[str | None, types.JSONRPCError | None]:
     if not line.strip():
         return None, None
     try:
-        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-        return line, None
+        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except ValidationError as exc:
         reason = str(exc.errors()[0].get("msg", "not a JSON-RPC 2.0 message"))
+    else:
+        if isinstance(message, types.JSONRPCNotification) and '"id"' in line:
+            return _unusable_id(line)
+        return line, None
     try:
         data = json.loads(line)
     except (ValueError, RecursionError):
@@ -63,6 +66,17 @@ def check_line(line: str) -> tuple[str | None, types.JSONRPCError | None]:
     if isinstance(data, list):
         reason = "a batch (JSON array) is not supported; send one message per line"
     return None, _error(_request_id(repaired), types.INVALID_REQUEST, f"Invalid request: {reason}")
+
+
+def _unusable_id(line: str) -> tuple[str | None, types.JSONRPCError | None]:
+    """A request whose id is null, a float, a bool, an object or an array reads as a
+    notification (which gets no answer): MCP's ids are strings or integers."""
+    data = json.loads(line)
+    if isinstance(data, dict) and "id" in data:
+        return None, _error(
+            None, types.INVALID_REQUEST, "Invalid request: the id must be a string or an integer"
+        )
+    return line, None
 
 
 def _error(request_id: str | int | None, code: int, message: str) -> types.JSONRPCError:

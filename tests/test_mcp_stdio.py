@@ -86,6 +86,19 @@ def test_a_request_without_its_method_is_answered(line: str) -> None:
     assert error.error.code == -32600
 
 
+@pytest.mark.parametrize("rid", ['{"a": 1}', "[1]", "true", "1.5", "null"])
+def test_a_request_whose_id_is_no_string_or_integer_is_answered(rid: str) -> None:
+    """It reads as a notification, which gets no answer: the client would wait for ever."""
+    passed, error = check_line(f'{{"jsonrpc": "2.0", "id": {rid}, "method": "tools/list"}}')
+    assert passed is None and error is not None
+    assert error.id is None and error.error.code == -32600 and "id" in error.error.message
+
+
+def test_a_notification_is_handed_on_even_with_id_in_its_text() -> None:
+    line = '{"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "\\"id\\""}}'
+    assert check_line(line) == (line, None)
+
+
 def test_a_good_line_is_handed_on_as_it_came() -> None:
     line = _request(9, "tools/call", SEARCH) + "\n"
     assert check_line(line) == (line, None)
