@@ -656,6 +656,15 @@ CASES: dict[str, Case] = {
     "dockerfile_env_crlf": Case("secret", "ENV API_KEY {s}\r\nENV MODE prod", lambda: rand(32)),
     "sql_oracle_bare": Case("password", "ALTER USER scott IDENTIFIED BY {s};", lambda: rand(14)),
     "fish_set_gx": Case("secret", "set -gx API_KEY {s}", lambda: rand(32)),
+    "xml_element": Case(
+        "password", "<server><id>nexus</id><password>{s}</password></server>", password
+    ),
+    "xml_namespaced_token": Case("secret", "<ns1:apiToken>{s}</ns1:apiToken>", lambda: rand(40)),
+    "xml_app_settings": Case("password", '<add key="SmtpPassword" value="{s}" />', password),
+    "xml_property": Case("password", '<property name="db.password" value="{s}"/>', password),
+    "xml_properties_entry": Case("password", '<entry key="db.password">{s}</entry>', password),
+    "table_row_env_password": Case("password", "| DB_PASSWORD | {s} |", password),
+    "table_row_env_token": Case("secret", "| `API_TOKEN` | `{s}` | used by CI |", lambda: rand(40)),
     "cmd_xfreerdp": Case("password", "xfreerdp /u:admin /p:{s} /v:10.0.0.4", password),
     "cmd_smbclient": Case("password", "smbclient //nas/share -U bob%{s}", password),
     "cmd_ldapsearch": Case(
@@ -1086,6 +1095,11 @@ def keep_cases() -> dict[str, str]:
         "git_sha_prose": f"Fixed in commit {sha40}.",
         "url_user_name": "git clone https://jane.doe@git.example.org/team/repo.git",
         "cmd_7z_extract": "7z x archive.7z -o/tmp/out && 7z a -p backup.7z docs/",
+        "xml_placeholders": "<password>${DB_PASSWORD}</password><token>$TOKEN</token>",
+        "xml_settings_words": '<add key="PasswordPolicy" value="Strict" /><secret>true</secret>',
+        "xml_empty_input": '<input type="password" name="password" value="">',
+        "table_row_settings": "| password_min_length | 12 |\n| token_ttl | 3600 |",
+        "table_row_types": "| Field | Type |\n|---|---|\n| password | hashed |\n| token | string |",
         "cmd_sqlplus_sysdba": "sqlplus / as sysdba; sqlplus hr@orcl",
         "cmd_net_user_prompt": "net user bob * /add",
         "cmd_ldap_prompt": "ldapsearch -x -W -b dc=ex,dc=org",

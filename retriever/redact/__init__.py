@@ -55,6 +55,7 @@ from retriever.redact.commands import redact_commands
 from retriever.redact.core import Note
 from retriever.redact.kubernetes import redact_k8s_secrets
 from retriever.redact.logins import redact_logins, redact_pgpass
+from retriever.redact.markup import redact_markup
 from retriever.redact.pem import redact_pem
 from retriever.redact.prose import redact_more_passwords, redact_prose
 from retriever.redact.tables import redact_tables
@@ -69,7 +70,7 @@ from retriever.redact.vendors import (
 log = logging.getLogger(__name__)
 
 # Bump whenever a rule changes: stored text redacted by an older version must be re-indexed.
-REDACTOR_VERSION = "23"
+REDACTOR_VERSION = "24"
 
 KINDS: tuple[str, ...] = (
     "private_key",
@@ -163,6 +164,7 @@ def _redact(text: str) -> tuple[str, Counter[str]]:
         redact_commands,
         redact_calls,
         redact_assignments,
+        redact_markup,
         redact_prose,
         redact_logins,
         redact_pgpass,

@@ -1,0 +1,98 @@
+"""Credentials named by markup rather than written ``key = value``: XML elements and
+attribute pairs, and the rows of a two-column key/value table.
+
+    <password>…</password>                       Maven settings.xml, Spring, Tomcat
+    <add key="SmtpPassword" value="…" />         .NET appSettings, NuGet
+    <property name="db.password" value="…"/>     Ant, Hibernate, Java properties as XML
+    | DB_PASSWORD | … |                          a note's table of environment variables
+
+The name decides, as a ``KEY=value`` key does (``assign.classify_key``): a password is
+any value, a secret a random one, a weak name (``GPG_KEY``) only a long mixed one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from retriever.redact.assign import classify_key
+from retriever.redact.core import MARK, Edit, Note, keep_first, marker
+from retriever.redact.prose_values import password_ok
+from retriever.redact.values import high_entropy, is_placeholder, looks_random
+
+# <ns:name attrs>value</ns:name> on one line; the value has no markup of its own.
+_ELEMENT = re.compile(
+    r"<(?:[A-Za-z_][\w.-]{0,40}:)?(?P<key>[A-Za-z_][\w.-]{0,79})(?:[ \t][^<>\n]{0,200})?>"
+    r"[ \t]*(?P<v>[^<>\s][^<>\n]{0,500}?)[ \t]*</(?:[A-Za-z_][\w.-]{0,40}:)?(?P=key)>"
+)
+# <entry key="NAME">VALUE</entry>: the name in an attribute (Java properties as XML).
+_KEYED = re.compile(
+    r"<(?P<tag>[A-Za-z_][\w.:-]{0,40})[ \t][^<>\n]{0,200}?(?<![\w-])(?:key|name)[ \t]*=[ \t]*"
+    r"(?P<q>[\"'])(?P<key>[A-Za-z_][\w.:-]{0,79})(?P=q)[^<>\n]{0,200}?>"
+    r"[ \t]*(?P<v>[^<>\s][^<>\n]{0,500}?)[ \t]*</(?P=tag)>"
+)
+# key="NAME" value="VALUE" (either quote; value= may come first).
+_PAIR = re.compile(
+    r"(?<![\w-])(?:key|name)[ \t]*=[ \t]*(?P<q1>[\"'])(?P<key>[A-Za-z_][\w.:-]{0,79})(?P=q1)"
+    r"[ \t]+value[ \t]*=[ \t]*(?P<q2>[\"'])(?P<v>[^\"'\n]{1,500})(?P=q2)"
+    r"|(?<![\w-])value[ \t]*=[ \t]*(?P<q3>[\"'])(?P<v2>[^\"'\n]{1,500})(?P=q3)"
+    r"[ \t]+(?:key|name)[ \t]*=[ \t]*(?P<q4>[\"'])(?P<key2>[A-Za-z_][\w.:-]{0,79})(?P=q4)",
+    re.IGNORECASE,
+)
+# | NAME | VALUE | …: a table row whose first cell is a name (in backticks or not), in a
+# blockquote, a list item or a comment too.
+_ROW = re.compile(
+    r"^(?:[ \t]*(?:>|[-*+]|<!--))*[ \t]*\|[ \t]*`?(?P<key>[A-Za-z_][\w.-]{0,79})`?[ \t]*\|[ \t]*`?(?P<v>[^|`\s][^|`\n]{0,500}?)`?"
+    r"[ \t]*(?:\||\r?$)",
+    re.MULTILINE,
+)
+_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cred")
+
+
+def _judged(key: str, value: str, *, cell: bool = False) -> str:
+    """The kind to redact ``value`` as under the name ``key``, or ''. In XML a password
+    is any value, as in ``KEY=value``; in a table ``cell`` it must look like one (a
+    column of a table is as often a type or a description: "| password | hashed |")."""
+    found = classify_key(key)
+    if found is None or value.startswith(MARK) or " " in value.strip():
+        return ""
+    tier, kind = found
+    v = value.strip()
+    if len(v) < 3 or is_placeholder(v) or v.startswith(("${", "$", "%", "{{", "#{")):
+        return ""
+    if tier == "password":
+        return kind if not cell or password_ok(v, False) else ""
+    return kind if (looks_random if tier == "secret" else high_entropy)(v) else ""
+
+
+def _edits(text: str, start: int, end: int) -> list[Edit]:
+    edits: list[Edit] = []
+    for m in _ELEMENT.finditer(text, start, end):
+        kind = _judged(m.group("key"), m.group("v"))
+        if kind:
+            edits.append((m.start("v"), m.end("v"), marker(kind)))
+    for m in _KEYED.finditer(text, start, end):
+        kind = _judged(m.group("key"), m.group("v"))
+        if kind:
+            edits.append((m.start("v"), m.end("v"), marker(kind)))
+    for m in _PAIR.finditer(text, start, end):
+        group = "v" if m.group("v") is not None else "v2"
+        kind = _judged(m.group("key") or m.group("key2"), m.group(group))
+        if kind:
+            edits.append((m.start(group), m.end(group), marker(kind)))
+    for m in _ROW.finditer(text, start, end):
+        value = m.group("v").rstrip()
+        kind = _judged(m.group("key"), value, cell=True)
+        if kind:
+            edits.append((m.start("v"), m.start("v") + len(value), marker(kind)))
+    return edits
+
+
+def redact_markup(note: Note, counts: Counter[str]) -> str:
+    text = note.text
+    if "<" not in text and "|" not in text:
+        return text
+    edits: list[Edit] = []
+    for start, end in note.lines(_HINTS):
+        edits += _edits(text, start, end)
+    return keep_first(text, sorted(set(edits)), counts)
