@@ -13,7 +13,7 @@ import os
 import stat
 import unicodedata
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -114,6 +114,22 @@ def _stable_title(title: str, source: str) -> str | None:
     return None if source == "filename" else title
 
 
+def _redact_file_name_title(note: ParsedNote, redactions: Counter[str]) -> None:
+    """A title taken from the file's name (``github ghp_….md``) redacted as text is: it is
+    stored, searched and embedded as the first heading of every chunk."""
+    named, found = redact(note.title)
+    if not found:
+        return
+    redactions.update(found)
+    old, note.title = note.title, named
+    note.chunks = [
+        replace(c, heading_trail=(named, *c.heading_trail[1:]))
+        if c.heading_trail and c.heading_trail[0] == old
+        else c
+        for c in note.chunks
+    ]
+
+
 def prepare_text(
     path: str,
     raw: bytes,
@@ -128,6 +144,8 @@ def prepare_text(
     # is parsed, stored or embedded. Line structure is preserved, so citations stay right.
     text, redactions = redact(text)
     note = parse_note(text, path, min_chars=min_chars, max_chars=max_chars)
+    if note.title_source == "filename":  # the file's name is no part of the text redacted
+        _redact_file_name_title(note, redactions)
     if note.frontmatter_error:
         warnings.append(f"{path}: frontmatter ignored ({note.frontmatter_error})")
     doc = PreparedDoc(

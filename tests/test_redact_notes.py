@@ -705,3 +705,22 @@ def test_new_rules_stay_linear(name: str) -> None:
     out, _ = redact(text)
     assert time.process_time() - start < 5.0
     assert out.count("\n") == text.count("\n")
+
+
+def test_a_token_in_the_file_name_is_redacted_in_the_title_it_gives() -> None:
+    """A note named after what it holds ("github ghp_….md") has no title in its text:
+    the title taken from the file's name is stored, searched and embedded as every chunk's
+    first heading, so it is redacted as the text is."""
+    from retriever.prepare import prepare_text
+
+    token = "ghp_" + rand(random.Random(7), 36)
+    body = b"Used by the CI to push tags.\n\n## Rotation\n\nEvery ninety days, by hand.\n"
+    doc = prepare_text(
+        f"creds/github {token}.md", body, size=len(body), mtime_ns=0, min_chars=10, max_chars=2000
+    )
+    assert doc.title == "github [REDACTED:github_token]"
+    assert doc.redactions == Counter({"github_token": 1})
+    assert doc.chunks and all(c.heading_trail[0] == doc.title for c in doc.chunks)
+    assert token not in repr(doc.chunks)
+    plain = prepare_text("notes/Plain.md", body, size=1, mtime_ns=0, min_chars=10, max_chars=2000)
+    assert plain.title == "Plain" and not plain.redactions
