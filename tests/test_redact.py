@@ -382,6 +382,13 @@ class Case:
     extra: Callable[[], dict[str, str]] = dict
 
 
+def base32_key(groups: bool) -> str:
+    """A two-factor setup key as apps show it: 32 base32 characters, one digit at least."""
+    key = rand(31, "abcdefghijklmnopqrstuvwxyz234567") + secrets.choice("234567")
+    key = "".join(secrets.SystemRandom().sample(key, len(key)))
+    return " ".join(key[i : i + 4] for i in range(0, 32, 4)) if groups else key.upper()
+
+
 def aws_secret() -> str:
     return rand(40, B64)
 
@@ -656,6 +663,8 @@ CASES: dict[str, Case] = {
     "dockerfile_env_crlf": Case("secret", "ENV API_KEY {s}\r\nENV MODE prod", lambda: rand(32)),
     "sql_oracle_bare": Case("password", "ALTER USER scott IDENTIFIED BY {s};", lambda: rand(14)),
     "fish_set_gx": Case("secret", "set -gx API_KEY {s}", lambda: rand(32)),
+    "totp_setup_key_groups": Case("secret", "Secret key: {s}", lambda: base32_key(True)),
+    "mfa_seed_run": Case("secret", "MFA seed = {s}", lambda: base32_key(False)),
     "xml_element": Case(
         "password", "<server><id>nexus</id><password>{s}</password></server>", password
     ),
@@ -1095,6 +1104,7 @@ def keep_cases() -> dict[str, str]:
         "git_sha_prose": f"Fixed in commit {sha40}.",
         "url_user_name": "git clone https://jane.doe@git.example.org/team/repo.git",
         "cmd_7z_extract": "7z x archive.7z -o/tmp/out && 7z a -p backup.7z docs/",
+        "totp_words_not_a_key": "Secret key: this that what when",
         "xml_placeholders": "<password>${DB_PASSWORD}</password><token>$TOKEN</token>",
         "xml_settings_words": '<add key="PasswordPolicy" value="Strict" /><secret>true</secret>',
         "xml_empty_input": '<input type="password" name="password" value="">',

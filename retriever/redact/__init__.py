@@ -56,6 +56,7 @@ from retriever.redact.core import Note
 from retriever.redact.kubernetes import redact_k8s_secrets
 from retriever.redact.logins import redact_logins, redact_pgpass
 from retriever.redact.markup import redact_markup
+from retriever.redact.otp import redact_otp
 from retriever.redact.pem import redact_pem
 from retriever.redact.prose import redact_more_passwords, redact_prose
 from retriever.redact.tables import redact_tables
@@ -165,6 +166,7 @@ def _redact(text: str) -> tuple[str, Counter[str]]:
         redact_calls,
         redact_assignments,
         redact_markup,
+        redact_otp,
         redact_prose,
         redact_logins,
         redact_pgpass,
