@@ -241,23 +241,20 @@ def database_url(app: Retriever) -> str:
     return resolve_url(app.settings.database_url, app.settings.home, app.settings.resolved_vault())
 
 
-def _connect(app: Retriever, timeout: float) -> tuple[psycopg.Connection | None, Check]:
+def _connect(app: Retriever, timeout: float) -> tuple[psycopg.Connection | None, Check, bool]:
+    """The connection (None: no database) and its check, and whether a search would scan
+    the files instead: not when a setting is wrong (RETRIEVER_HOME cannot hold the
+    database): a search says so and fails."""
     import psycopg
 
     from retriever.db import describe_url
+    from retriever.errors import InputError
 
     timer = _Timer()
     try:
         url = database_url(app)
     except Exception as exc:  # embedded server failed to start
-        return None, Check(
-            "database",
-            "fail",
-            _first_line(exc),
-            "check RETRIEVER_HOME is writable, or set DATABASE_URL to a running PostgreSQL",
-            critical=True,
-            ms=timer.ms,
-        )
+        return None, _start_failed(exc, timer), not isinstance(exc, InputError)
     where = describe_url(url)
     try:
         conn = psycopg.connect(
@@ -270,18 +267,34 @@ def _connect(app: Retriever, timeout: float) -> tuple[psycopg.Connection | None,
         conn.execute(f"SET statement_timeout = {int(timeout * 1000)}")
         row = conn.execute("SHOW server_version").fetchone()
     except Exception as exc:
-        return None, Check(
-            "database",
-            "fail",
-            f"cannot connect to {where}: {_first_line(exc)}",
-            "start PostgreSQL or fix DATABASE_URL; until it answers, search scans the files"
-            " (keyword-only, slower)",
-            critical=True,
-            ms=timer.ms,
+        return (
+            None,
+            Check(
+                "database",
+                "fail",
+                f"cannot connect to {where}: {_first_line(exc)}",
+                "start PostgreSQL or fix DATABASE_URL; until it answers, search scans the"
+                " files (keyword-only, slower)",
+                critical=True,
+                ms=timer.ms,
+            ),
+            True,
         )
     version = row[0].split()[0] if row else "?"
-    return conn, Check(
+    ok = Check(
         "database", "ok", f"{where} answers (PostgreSQL {version})", critical=True, ms=timer.ms
+    )
+    return conn, ok, True
+
+
+def _start_failed(exc: BaseException, timer: _Timer) -> Check:
+    return Check(
+        "database",
+        "fail",
+        _first_line(exc),
+        "check RETRIEVER_HOME is writable, or set DATABASE_URL to a running PostgreSQL",
+        critical=True,
+        ms=timer.ms,
     )
 
 
@@ -680,7 +693,7 @@ def run_health(
     probe = probes[app.tiers.primary.name]
     checks = [_vault_check(app)]
     vault_ok = checks[0].status == "ok"
-    conn, db_check = _connect(app, timeout)
+    conn, db_check, files_ok = _connect(app, timeout)
     checks.append(db_check)
     has_vectors = False
     try:
@@ -701,7 +714,7 @@ def run_health(
         if conn is not None:
             conn.close()
     report = HealthReport(checks=checks, search_mode="hybrid", facts=facts)
-    report.search_mode = _search_mode(report, conn is not None, vault_ok, has_vectors)
+    report.search_mode = _search_mode(report, conn is not None, vault_ok and files_ok, has_vectors)
     report.seconds = time.perf_counter() - started
     return report
 

@@ -662,6 +662,11 @@ def test_two_vaults_or_a_home_that_is_a_file_are_one_line_each(
     done = _run(["status"], env)
     assert done.returncode == 2 and "cannot hold the database" in done.stderr
     assert "internal error" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    # health says what a search then does: it fails, it does not scan the files
+    searched = _run(["search", "--json", "restic"], env)
+    assert searched.returncode == 2 and "cannot hold the database" in searched.stdout
+    health = _run(["health", "--json"], env)
+    assert json.loads(health.stdout)["search_mode"] == "none" and health.returncode == 2
 
 
 def test_help_starts_no_service(tmp_path: Path) -> None:
