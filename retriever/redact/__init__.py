@@ -18,16 +18,24 @@ Guarantees the indexer relies on:
 
 Stages, in order (one module each): private-key blocks (``pem``); vendor-shaped tokens and
 HTTP credentials (``vendors``); Kubernetes ``kind: Secret`` manifests (``kubernetes``);
-passwords on command lines, ``mysql -pX``, ``sshpass -p X``, ``IDENTIFIED BY 'X'``
-(``commands``);
+passwords on command lines, ``mysql -pX``, ``sshpass -p X``, ``IDENTIFIED BY 'X'``,
+``xfreerdp /p:X``, ``smbclient -U user%X``, ``keytool -storepass X``, ``7z -pX``, Oracle's
+``user/X@db`` (``commands``);
 credentials passed positionally in code, ``Client("SK…", "…")`` (``calls``); ``key =
 value`` in every syntax, Dataview's ``key:: value`` included (``assign``); credentials
+named by markup, ``<password>X</password>``, ``<add key="…Password" value="X"/>``, a
+``| DB_PASSWORD | X |`` table row (``markup``); two-factor setup keys (``otp``); credentials
 written as prose in English and French, "the wifi password is …", "clé de chiffrement : …",
 a value alone under its label (``prose``, judged by ``prose_values``); login pairs, "login:
 admin / …", and ``.pgpass`` lines (``logins``); PINs and door codes, two-factor recovery
 codes, seed phrases, plain-word passphrases, card security codes (``codes``) and card
 numbers that pass the Luhn check near a card's name (``codes.redact_cards``); the credential
-columns of markdown tables (``tables``).
+columns of markdown tables (``tables``); the other passwords on a line that held one, "from
+X to Y", "X (old: Y)" (``prose.redact_more_passwords``).
+
+The rules read the note with no-break and other odd spaces as plain spaces and invisible
+characters (zero-width space, soft hyphen) left out: "Mot de passe : X" is written with a
+no-break space in French. A line they leave alone is given back as written.
 
 Kinds: see :data:`KINDS`. Deliberately not covered: bare high-entropy strings with no
 credential-like label, key, call or vendor prefix; passphrases made of plain words with no
@@ -132,14 +140,16 @@ def redact(text: str) -> tuple[str, Counter[str]]:
         return _redact(text)
     # The rules read a copy with plain spaces and no invisible characters; a line they
     # leave alone is given back as written, a line they redact as they wrote it.
-    plain, counts = _redact(text.translate(_PLAIN))
+    read = text.translate(_PLAIN)
+    plain, counts = _redact(read)
+    if plain == read:  # nothing redacted (most notes): the text as written
+        return text, counts
     written = text.splitlines(keepends=True)
-    read = text.translate(_PLAIN).splitlines(keepends=True)
     out = plain.splitlines(keepends=True)
     if len(out) != len(written):  # never expected: the rules keep every line break
         return plain, counts
-    kept = [w if o == r else o for w, r, o in zip(written, read, out, strict=True)]
-    return "".join(kept), counts
+    lines = zip(written, read.splitlines(keepends=True), out, strict=True)
+    return "".join(w if o == r else o for w, r, o in lines), counts
 
 
 def _redact(text: str) -> tuple[str, Counter[str]]:
