@@ -294,10 +294,13 @@ def read_note(
         "text": shown,
     }
     if truncated:
-        result["next_start_line"] = shown_end + 1 if shown_end < last else None
+        more = shown_end < last
+        result["next_start_line"] = shown_end + 1 if more else None
         result["hint"] = (
             f"output capped at {max_bytes} bytes; call read_note again with "
             f"start_line={shown_end + 1} for more"
+            if more
+            else f"line {shown_end} alone is over the {max_bytes}-byte cap: only its start is shown"
         )
     if redactions:
         result["redacted"] = sum(redactions.values())

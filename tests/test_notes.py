@@ -209,6 +209,11 @@ def test_read_note_ranges_and_caps(make_app, vault_copy: Path) -> None:
     small = read_note(app, "homelab/Backups.md", max_bytes=200)
     assert small["truncated"] and small["next_start_line"] == small["end_line"] + 1
     assert len(small["text"].encode()) <= 200
+    assert f"start_line={small['end_line'] + 1}" in small["hint"]
+    (vault_copy / "log.md").write_text("# Log\n\n" + "wombat " * 10_000 + "\n", "utf-8")
+    huge = read_note(app, "log.md", start_line=3, max_bytes=500)
+    assert huge["truncated"] and huge["end_line"] == 3 and huge["next_start_line"] is None
+    assert "start_line=" not in huge["hint"] and "line 3 alone" in huge["hint"]
     with pytest.raises(NoteQueryError):
         read_note(app, "homelab/Backups.md", start_line=0)
     with pytest.raises(NoteQueryError):
