@@ -271,7 +271,10 @@ def _shorten(hit: dict[str, Any], excess: int) -> None:
     citation narrowed to the lines shown; inside the last line when whole lines would keep
     less than half (one huge line: a pasted log, a minified table)."""
     raw = hit["text"].encode("utf-8")
-    kept = raw[: max(0, len(raw) - excess - 256)].decode("utf-8", errors="ignore")
+    # ``excess`` is in JSON bytes: quotes, backslashes and line breaks take two there.
+    escaped = max(1, _size(hit["text"]))
+    keep = int(len(raw) * max(0, escaped - excess - 256) / escaped)
+    kept = raw[:keep].decode("utf-8", errors="ignore")
     whole, newline, _ = kept.rpartition("\n")
     if newline and len(whole) >= len(kept) // 2:
         kept = whole

@@ -155,14 +155,19 @@ def test_a_best_hit_over_the_output_limit_is_shortened_not_dropped(
     (vault_copy / "quolls.md").write_text(
         "# Quolls\n\n" + "".join(f"quoll line {i}\n" for i in range(12_000)), "utf-8"
     )
+    # JSON escapes double quotes and backslashes: the cut is measured as it is sent
+    paths = '{"path": "C:\\\\Users\\\\numbat"}, ' * 9_000
+    (vault_copy / "numbats.md").write_text("# Numbats\n\n" + paths + "\n", "utf-8")
     app = make_app(vault_copy, model=model_path)
     app.index()
     mcp = Caller(build_server(app))
-    for query, path in (("wombat", "wombats.md"), ("quoll line", "quolls.md")):
+    cases = (("wombat", "wombats.md"), ("quoll line", "quolls.md"), ("numbat", "numbats.md"))
+    for query, path in cases:
         data = mcp.ok("search", queries=query, mode="lexical", budget_tokens=20_000)
         assert data["truncated"] and data["hits"], query
         top = data["hits"][0]
-        assert top["path"] == path and top["truncated"] and top["text"]
+        assert top["path"] == path and top["truncated"]
+        assert len(json.dumps(data).encode("utf-8")) > 0.9 * MAX_OUTPUT_BYTES  # not a sliver
         assert len(json.dumps(data).encode("utf-8")) <= MAX_OUTPUT_BYTES + 1000
         assert top["citation"] == f"{path}:{top['start_line']}-{top['end_line']}"
         lines = (vault_copy / path).read_text("utf-8").splitlines()

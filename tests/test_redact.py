@@ -798,6 +798,27 @@ def test_a_password_holding_an_ampersand_or_a_star_goes_whole(line: str, symbol:
     assert counts == Counter({"password": 1})
 
 
+@pytest.mark.parametrize("tail", [";Abc!x9q", "(y)z", ",x9!Q"])
+def test_a_later_password_is_redacted_to_the_end_of_its_run(tail: str) -> None:
+    a, b = (rand(7) + secrets.choice("!#$%&*+?") + rand(7) for _ in range(2))
+    out, counts = redact(f"Password: {a} (old: {b}{tail})")
+    assert out == "Password: [REDACTED:password] (old: [REDACTED:password])"
+    assert counts == Counter({"password": 2})
+    long = b + rand(260)
+    out, _ = redact(f"password: {a} -> {long}")
+    assert out == "password: [REDACTED:password] -> [REDACTED:password]"
+
+
+@pytest.mark.parametrize("groups", [4, 8, 20, 40])
+def test_every_group_of_a_setup_key_goes(groups: int) -> None:
+    key = " ".join(base32_key(True).replace(" ", "")[:4] for _ in range(groups))
+    key = key[:-1] + "7"  # a digit, wherever the draw put its own
+    for shown in (key, key + " ab"):
+        out, counts = redact(f"Secret key: {shown}\nnext line")
+        assert out == "Secret key: [REDACTED:secret]\nnext line", shown
+        assert counts == Counter({"secret": 1})
+
+
 @pytest.mark.parametrize(
     "line",
     [
@@ -805,6 +826,7 @@ def test_a_password_holding_an_ampersand_or_a_star_goes_whole(line: str, symbol:
         "password: {a} for admin@example.com on nas-01.local",
         "wifi password: {a}, SSID HomeNet-5G",
         "password: {a} / user: admin2024",
+        "password: {a} or v1.2.3-beta",
     ],
 )
 def test_what_follows_a_password_is_not_one(line: str) -> None:
@@ -1111,6 +1133,9 @@ def keep_cases() -> dict[str, str]:
         "table_row_settings": "| password_min_length | 12 |\n| token_ttl | 3600 |",
         "table_row_types": "| Field | Type |\n|---|---|\n| password | hashed |\n| token | string |",
         "cmd_sqlplus_sysdba": "sqlplus / as sysdba; sqlplus hr@orcl",
+        "cmd_sqlplus_paths": "see the sqlplus docs/manual; run sqlplus scripts/setup_v2",
+        "url_user_names": "postgres://readonly_user_2024@db.example.org/app and "
+        "ssh://APKAEIBAERJR2EXAMPLE@git-codecommit.us-east-2.amazonaws.com/v1/repos/x",
         "cmd_net_user_prompt": "net user bob * /add",
         "cmd_ldap_prompt": "ldapsearch -x -W -b dc=ex,dc=org",
         "cmd_smbclient_prompt": "smbclient -U bob //nas/share",

@@ -421,6 +421,16 @@ PATHOLOGICAL = {
     "cards_under_cards": "Visa:\n" * 50_000,
     "seed_labels_stacked": "seed\n" * 200_000,
     "a_card_list_naming_cards": "Visa 4111 1111 1111 1111\n" * 40_000,
+    # redactor 24's stages: two-factor labels before a long run of blanks, a flag cluster,
+    # markup and table rows, a rotation log
+    "blanks_after_a_2fa_label": "secret key" + " " * 400_000 + "x",
+    "blanks_after_a_2fa_aside": "2fa key (x)" + " " * 400_000 + "x",
+    "htpasswd_flag_cluster": "htpasswd -" + "b" * 400_000 + "!",
+    "table_rows_on_one_line": "| a | " * 80_000,
+    "xml_tags_opened": "<a b=" * 80_000,
+    "keyed_entries": '<entry key="password">' * 40_000,
+    "a_rotation_log": "password: Kx9mPq2vLt, " * 20_000,
+    "base32_groups": "Secret key: " + "ab2c " * 80_000,
     # trigger words all over one 2 MB line (minified JSON): each line's start found once
     "trigger_words_on_one_line": "😀" + '{"user":"a@b","key":"b","code":"c"},' * 55_000,
 }

@@ -308,10 +308,10 @@ def _whole_run(text: str, key: str, key_start: int, sep: str, vm: re.Match[str])
         short = _SHORT_RUN.match(text, vm.start("uv"))
         if sep not in (":", "=") or short is None or short.end() - short.start() >= LONG_VALUE:
             return False  # ("--password=X&3" too)
-        stop = _run_end(text, vm.end("uv"))
+        stop = run_end(text, vm.end("uv"))
         value = text[vm.start("uv") : stop]
         return _LINE_ENDS.match(text, stop) is not None and not any(c in value for c in "([")
-    stop = _run_end(text, vm.end("uv"))
+    stop = run_end(text, vm.end("uv"))
     if not key.isupper() and any(c in text[vm.start("uv") : stop] for c in "(["):
         return False
     if sep == "=":
@@ -333,7 +333,7 @@ def _extended(text: str, cut: int, *, anywhere: bool) -> int:
     cut is a list's next name ("API_KEY,DB_PASSWORD", "contents:read,issues:write") or the
     next key ("abc&def=1", "…;Trusted_Connection=False;"). ``anywhere``: the key does not
     start its line (its value is a whole run only because it ends the line)."""
-    end = _run_end(text, cut)
+    end = run_end(text, cut)
     if text[cut] in "&()" and not anywhere:
         return end  # a dotenv or YAML value at its line's start: Django's SECRET_KEY
     piece = text[cut + 1 : end]
@@ -354,7 +354,7 @@ def _amp_inside(text: str, pos: int) -> bool:
     )
 
 
-def _run_end(text: str, pos: int) -> int:
+def run_end(text: str, pos: int) -> int:
     """End of the run of non-space characters from ``pos``, less unbalanced closing
     brackets and trailing punctuation (``KEY=p(w)x)`` in a call, ``{password: a&b}``,
     ``… is a&b.``)."""

@@ -107,7 +107,8 @@ _RULES: tuple[_Rule, ...] = (
     _rule((" -k",), rf"{_CMD}openssl[ \t]+enc{_GAP}-k[ \t]+{_VALUE}"),
     _rule(("--body",), rf"{_CMD}gh[ \t]+secret[ \t]+set{_GAP}(?:-b|--body)[ \t=]*{_VALUE}"),
     _rule(
-        ("htpasswd",), rf"{_CMD}htpasswd[ \t]+-[a-zA-Z]*b[a-zA-Z]*[ \t]+\S+[ \t]+\S+[ \t]+{_VALUE}"
+        ("htpasswd",),
+        rf"{_CMD}htpasswd[ \t]+-(?=[a-zA-Z]*b)[a-zA-Z]++[ \t]+\S+[ \t]+\S+[ \t]+{_VALUE}",
     ),
     _rule(
         ("net user",),
@@ -122,7 +123,7 @@ _RULES: tuple[_Rule, ...] = (
     _rule(  # Oracle's user/password@database
         ("sqlplus", "rman", "expdp", "impdp", "sqlldr"),
         rf"{_CMD}(?:sqlplus|rman|expdp|impdp|sqlldr)(?:[ \t]+-[A-Za-z]+)*[ \t]+['\"]?[\w$#]{{1,64}}/"
-        r"(?P<v>[^\s@/'\"]+)(?=@|['\"]?[ \t]|['\"]?\r?$)",
+        r"(?P<v>[^\s@/'\"]+)(?=@)",  # "sqlplus docs/manual" is a path
         flags=re.MULTILINE,
     ),
     _rule(("jdbc:oracle",), r"jdbc:oracle:(?:thin|oci8?):[\w$#]{1,64}/(?P<v>[^\s@/'\"]+)@"),

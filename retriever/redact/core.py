@@ -111,6 +111,7 @@ class _Words:
         return known, found
 
 
+_NONE: list[int] = []  # a word the pass found nowhere (shared: callers only read it)
 _LOWERCASE_WORDS = _Words()  # searched in the lowercase text: Note.lines, Note.has
 _EXACT_WORDS = _Words()  # searched as written: Note.has_exact
 
@@ -123,7 +124,7 @@ class Note:
     one pass per version of the text (``_Words``), and stages that share a word share it.
     """
 
-    __slots__ = ("_exact", "_scanned", "_starts", "low", "text")
+    __slots__ = ("_exact", "_known", "_scanned", "_starts", "low", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -132,6 +133,7 @@ class Note:
             low = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
         self.low = low
         self._starts: dict[str, list[int]] = {}
+        self._known: frozenset[str] = frozenset()  # the words the one pass looked for
         self._scanned = False
         self._exact: tuple[frozenset[str], frozenset[str]] | None = None
 
@@ -142,6 +144,8 @@ class Note:
             self._scan()
             starts = self._starts.get(word)
         if starts is None:
+            if word in self._known:  # looked for in the pass, not found
+                return _NONE
             _LOWERCASE_WORDS.learn(word)
             starts = self._starts[word] = _line_starts_of(self.low, word)
         return starts
@@ -152,11 +156,12 @@ class Note:
         if result is None:
             return
         known, found = result
+        self._known = known
         low = self.low
-        for word in known:
+        for word, positions in found.items():  # only the words found: most are not
             starts: list[int] = []
             line_end = -1  # occurrences before it sit on a line already counted
-            for i in found.get(word, ()):
+            for i in positions:
                 if i < line_end:
                     continue  # one look back per line, not per occurrence: linear on one long line
                 starts.append(low.rfind("\n", 0, i) + 1)
@@ -187,7 +192,11 @@ class Note:
         there can a rule match."""
         starts: set[int] = set()
         for word in words:
-            starts.update(self._line_starts(word))
+            found = self._line_starts(word)
+            if found:
+                starts.update(found)
+        if not starts:
+            return []
         spans = []
         for start in sorted(starts):
             end = self.text.find("\n", start)

@@ -94,5 +94,6 @@ def redact_markup(note: Note, counts: Counter[str]) -> str:
         return text
     edits: list[Edit] = []
     for start, end in note.lines(_HINTS):
-        edits += _edits(text, start, end)
+        if text.find("<", start, end) >= 0 or text.find("|", start, end) >= 0:
+            edits += _edits(text, start, end)
     return keep_first(text, sorted(set(edits)), counts)

@@ -20,12 +20,15 @@ _LABEL = re.compile(
     r"(?<![\w-])(?:(?:2fa|mfa|totp|otp|authenticator|two[- ]factor|2-step|2fa[ \t]+setup)"
     r"(?:[ \t]+(?:app|auth|authentication|setup))?[ \t]+(?:key|secret|seed|code)"
     r"|(?:setup|secret)[ \t]+key|(?:totp|otp|mfa|2fa)[ \t]+seed)s?"
-    r"(?:[ \t]*\([^()\n]{1,40}\))?[ \t]*(?:\*\*)?[ \t]*[:=][ \t]*(?:\*\*)?[ \t]*[`\"']?",
+    # One run of blanks between two tokens (two in a row made a long blank run quadratic).
+    r"(?:[ \t]*\([^()\n]{1,40}\))?[ \t]*(?:\*\*[ \t]*)?[:=][ \t]*(?:\*\*[ \t]*)?[`\"']?",
     re.IGNORECASE,
 )
+# Every group there is (possessive: never a shorter key that leaves groups behind), and a
+# last group of one to three characters (a 26-character key in fours).
 _KEY = re.compile(
-    r"(?P<v>[a-z2-7]{4}(?: [a-z2-7]{4}){3,15}|[A-Z2-7]{4}(?: [A-Z2-7]{4}){3,15}"
-    r"|[A-Z2-7]{16,128}|[a-z2-7]{16,128})(?![\w-])"
+    r"(?P<v>(?:[a-z2-7]{4}(?: [a-z2-7]{4}){3,63}+|[A-Z2-7]{4}(?: [A-Z2-7]{4}){3,63}+)"
+    r"(?: [a-zA-Z2-7]{1,3}(?![\w-]))?|[A-Z2-7]{16,256}+|[a-z2-7]{16,256}+)(?![\w-])"
 )
 _DIGIT = re.compile(r"[2-7]")
 _HINTS = ("2fa", "mfa", "totp", "otp", "authenticator", "factor", "2-step", "setup", "secret")

@@ -19,7 +19,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
-from retriever.redact.assign import VETO_LAST
+from retriever.redact.assign import VETO_LAST, run_end
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
 from retriever.redact.prose_values import key_material_ok, password_ok, token_ok
 from retriever.redact.values import HEXLIKE, UUID
@@ -368,6 +368,7 @@ def _unseparated_edit(
 
 # A password's next value on its line, after a word or sign that says one follows: a
 # rotation log ("from X to Y", "X -> Y", "~~X~~ Y", "(was X)"), a list ("X, Y").
+_VERSION = re.compile(r"v?\d+(?:\.\d+)+(?:[-+][\w.]+)?", re.IGNORECASE)  # v1.2.3-beta
 _ANOTHER_WORD = (
     r"(?:to|then|now|new|old|was|and|or|puis|maintenant|ancien|nouveau|et|ou|devient|vers|à)"
     r"(?:[ \t]*:)?[ \t]+"
@@ -386,10 +387,15 @@ def _more_passwords(text: str, pos: int, end: int) -> list[Edit]:
     edits: list[Edit] = []
     while (m := _ANOTHER.match(text, pos, end)) is not None:
         value = m.group("v").rstrip("~*").rstrip(VALUE_TRIM)
-        if not value or value.startswith(MARK) or not password_ok(value, True):
+        if not value or value.startswith(MARK) or _VERSION.fullmatch(value):
             break
-        edits.append((m.start("v"), m.start("v") + len(value), marker("password")))
-        pos = _past_closers(text, m.start("v") + len(value), end)
+        if not password_ok(value, True):
+            break
+        # Judged on what the connector's pattern read, redacted to the end of its run:
+        # "Xy7kq2Lm9p;Abc!x9q" and "Qw3rty!x(y)z" are one password each.
+        stop = min(end, max(m.start("v") + len(value), run_end(text, m.start("v"))))
+        edits.append((m.start("v"), stop, marker("password")))
+        pos = _past_closers(text, stop, end)
     return edits
 
 

@@ -13,6 +13,7 @@ from retriever.redact.core import Edit, Note, keep_first, line_spans, marker, sp
 from retriever.redact.values import (
     alnum_classes,
     entropy,
+    high_entropy,
     is_code_ref,
     is_masked,
     is_placeholder,
@@ -92,6 +93,9 @@ def apply_rule(rule: Rule, note: Note, counts: Counter[str]) -> str:
         edits.append((start, end, marker(kind)))
         counts[kind] += 1
     return splice(text, edits)
+
+
+_HEX_TOKEN = re.compile(r"[0-9a-f]{32,64}")
 
 
 def value_ok(v: str) -> bool:
@@ -472,13 +476,17 @@ HEADER_RULES: tuple[Rule, ...] = (
         check=password_ok,
     ),
     # A token as the user name: https://<token>@github.com/…, https://<token>:x-oauth-basic@…
+    # (40 hex, or random in three classes: not readonly_user_2024 or an AWS key id).
     rule(
         "url_password",
-        r"://(?<=[A-Za-z0-9+.\-]://)(?P<v>[A-Za-z0-9_\-.~]{16,256})"
+        r"://(?<=[A-Za-z0-9+.\-]://)(?P<v>[A-Za-z0-9_\-.~]{20,256})"
         r"(?=(?::[^\s/?#\"'<>@]{0,256})?@[^\s@/?#\"'<>])",
         ("://",),
         group="v",
-        check=token_ok,
+        check=lambda v: (
+            bool(_HEX_TOKEN.fullmatch(v))
+            or (alnum_classes(v) == 3 and token_ok(v) and high_entropy(v))
+        ),
     ),
     # ~/.netrc: "machine host login user password secret" (or "default login ..."), on one
     # line or one token per line (what `heroku login` writes).
