@@ -80,13 +80,7 @@ def load_cases(path: Path) -> list[Case]:
     """The cases of a JSONL file, one object per line; a malformed line is a ValueError
     that names the file, the line and what is wrong with it."""
     cases: list[Case] = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path.name}:{n}: not JSON ({exc.msg})") from exc
+    for n, raw in _jsonl_values(path):
         try:
             cases.append(_case(raw, n))
         except (TypeError, ValueError) as exc:
@@ -156,19 +150,24 @@ def load_beir(folder: Path) -> tuple[dict[str, tuple[str, str]], list[Case]]:
     return corpus, cases
 
 
-def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) of each non-blank line of a JSONL file."""
+def _jsonl_values(path: Path) -> Iterator[tuple[int, object]]:
+    """(line number, value) of each non-blank line of a JSONL file."""
     with path.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                yield n, json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path.name}:{n}: not JSON ({exc.msg})") from exc
-            if not isinstance(obj, dict):
-                raise ValueError(f"{path.name}:{n}: each line must be a JSON object")
-            yield n, obj
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each non-blank line of a JSONL file of objects."""
+    for n, value in _jsonl_values(path):
+        if not isinstance(value, dict):
+            raise ValueError(f"{path.name}:{n}: each line must be a JSON object")
+        yield n, value
 
 
 _SAFE_NAME_CHARS = frozenset("-_,()' ")
