@@ -455,8 +455,11 @@ def _plan(run: _Run, full: bool, allow_full: bool, force: bool) -> _Plan | None:
     report.files_seen = len(scan.files) if touched is None else n_indexed - len(deleted) + new
     if rebuild and not allow_full:
         # Not here (a search's bounded pass): the notes that changed are indexed all the
-        # same, or a search would never find a new note until someone runs the full index.
+        # same, or a search would never find a new note until someone runs the full index;
+        # as many as a bounded pass takes (this walk is the whole vault's, not the watch's).
         report.warnings.append(PIPELINE_CHANGED)
+        if len(changed) + len(deleted) > settings.fresh_max_files:
+            return None
         run.rederive_due = True
     elif rebuild:
         full = report.full = True  # chunking/normalisation/redaction changed: re-derive all

@@ -88,6 +88,14 @@ def test_freshness_pass_is_bounded(make_app, vault_copy: Path, model_dir: Path) 
         assert store.get_meta(conn, "pipeline_version") == "old-version"
         conn.commit()
     assert app.index().full  # `retriever index` re-derives every note
+    # ... and never more notes than a bounded pass takes (fresh_max_files is 1 here)
+    with app.db.connection() as conn:
+        store.set_meta(conn, "pipeline_version", "old-version")
+        conn.commit()
+    for name in ("Inbox.md", "Home.md"):
+        touched = vault_copy / name
+        touched.write_text(touched.read_text("utf-8") + "\nwombats\n", "utf-8")
+    assert app.search("wombats", mode="lexical").refreshed_files == 0
 
 
 class _Stub:

@@ -297,6 +297,25 @@ def test_an_index_run_another_indexer_stalled_leaves_a_walk_due(
     assert app.index().files_changed == 1 and len(walks) == 1  # not trusted: walked
 
 
+def test_a_search_after_an_upgrade_takes_no_more_than_its_bound(
+    make_app: AppFactory, vault_copy: Path
+) -> None:
+    """The watch names one edited note, but a changed pipeline walks the whole vault: the
+    notes that differ there (here two) are more than a search's bounded pass takes."""
+    app = make_app(vault_copy, fresh_max_files=1)
+    app.long_lived = True
+    app.index()
+    if app._watch is None:
+        pytest.skip("no inotify watch here")
+    with app.db.connection() as conn:
+        store.set_meta(conn, "pipeline_version", "old-version")
+        store.forget_stamps(conn, ["Home.md"])  # differs from its file, unseen by the watch
+        conn.commit()
+    note = vault_copy / "Inbox.md"
+    note.write_text(note.read_text("utf-8") + "\nwombats\n", "utf-8")
+    assert app.search("wombats", mode="lexical").refreshed_files == 0
+
+
 def test_a_changed_pipeline_is_never_taken_from_the_watch(
     make_app: AppFactory, vault_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
