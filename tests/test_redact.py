@@ -774,6 +774,7 @@ def test_spec_examples_keep_the_key(name: str) -> None:
         "password was {a}, now {b}",
         "Mot de passe du NAS : {a} (ancien : {b})",
         "mot de passe changé : {a} → {b}",
+        "password: ~~{a}~~ {b}",
     ],
 )
 def test_every_password_of_a_rotation_log(template: str) -> None:
@@ -882,6 +883,34 @@ def test_a_plain_word_password_on_the_notes_last_line(line: str, ending: str, wo
     assert word not in out
     assert out == HEAD + line.format(w="[REDACTED:password]") + ending
     assert counts == Counter({"password": 1})
+
+
+def test_a_table_of_cards_with_their_security_codes() -> None:
+    """No card word in the rows: the CVC column says what the numbers are."""
+    one, two = card(), card()
+    table = (
+        "| Name | Number | Exp | CVC |\n|---|---|---|---|\n"
+        f"| Revolut | {one} | 09/27 | 321 |\n| N26 | {two} | 01/28 | 123 |\n"
+    )
+    out, counts = redact(table)
+    assert one not in out and two not in out and "321" not in out and "123" not in out
+    assert counts == Counter({"payment_card": 4})
+
+
+@pytest.mark.parametrize(
+    ("table", "secret"),
+    [
+        ("| Card | PIN |\n|---|---|\n| Visa | {s} |", True),
+        ("| Site | Digicode |\n|---|---|\n| Lyon | {s} |", True),
+        ("| Pin | Function |\n|---|---|\n| {s} | GPIO |", False),  # a board's pins
+        ("| Door | Code |\n|---|---|\n| Garage | {s} |", False),  # "code" alone: anything
+    ],
+)
+def test_a_pin_column_beside_what_it_opens(table: str, secret: bool) -> None:
+    pin = digits(4)
+    out, counts = redact(table.format(s=pin))
+    assert (pin not in out) is secret
+    assert counts == (Counter({"pin": 1}) if secret else Counter())
 
 
 @pytest.mark.parametrize("wrapper", ["plain", "fence"])

@@ -482,6 +482,9 @@ def redact_assignments(note: Note, counts: Counter[str]) -> str:
         if not quoted:
             value = raw.rstrip(".:*")  # a final "!" is part of a password far more often
             end = start + len(value)
+            if len(value) > 4 and value.startswith("~~") and value.endswith("~~"):
+                # struck through ("~~Old1!~~ New2!"): the value inside, the new one after
+                start, end, value = start + 2, end - 2, value[2:-2]
             if not value:
                 continue
         site = _Site(

@@ -372,8 +372,11 @@ def redact_codes(note: Note, counts: Counter[str]) -> str:
 
 # Only near a word that names a card: a bare number of the right shape is an order number, an
 # id or a serial as often as a card, and scanning every digit of a vault costs too much.
-_CARD_HINTS = ("card", "carte", "visa", "amex")  # "card" holds "mastercard"
-_CARD_WORD = re.compile(r"(?<![a-z])(?:(?:master)?cards?|cartes?|visa|amex)(?![a-z])")
+# "card" holds "mastercard"; a security code's name says a card too ("| Number | CVC |")
+_CARD_HINTS = ("card", "carte", "visa", "amex", "cvc", "cvv", "cryptogramme")
+_CARD_WORD = re.compile(
+    r"(?<![a-z])(?:(?:master)?cards?|cartes?|visa|amex|cvc2?|cvv2?|cryptogramme)(?![a-z])"
+)
 _MARKERS = re.compile(re.escape(MARK.lower()) + r"[a-z_]+\]")  # in the lowercase twin
 # 16 or 19 digits in fours, or American Express's 15 as 4-6-5, apart by blanks or dashes or
 # not at all; not followed by another group of four (a longer id) nor by a marker (the same
@@ -430,6 +433,9 @@ def _names_a_card(low: str, start: int, end: int) -> bool:
     return bool(_CARD_WORD.search(line))
 
 
+_TABLE_RULE = re.compile(r"[ \t]*\|?(?:[ \t]*:?-+:?[ \t]*\|)+(?:[ \t]*:?-+:?[ \t]*)?\r?")
+
+
 def redact_cards(note: Note, counts: Counter[str]) -> str:
     """Payment card numbers that pass the Luhn check, on a line that names a card or in
     the lines under one ("Visa:" above its number, a list of cards)."""
@@ -441,6 +447,8 @@ def redact_cards(note: Note, counts: Counter[str]) -> str:
             continue
         edits += _card_edits(text, start, end)
         for n, (a, b) in enumerate(_lines_below(text, end)):
+            if n == 0 and _TABLE_RULE.fullmatch(text, a, b):
+                continue  # a table's delimiter row: its rows follow
             found = _card_edits(text, a, b)
             if not found or n == _MOST_CARD_LINES:
                 break

@@ -43,6 +43,29 @@ _PAIR_HEADER = re.compile(
     r"(?:pass(?:word)?|pwd|pw|mdp|mot de passe))"
 )
 _PAIR_HINTS = ("cred", "identifiant")
+# A column of PINs or card security codes: only digits of a PIN's or a code's length, and
+# a PIN only beside a column of what it opens ("| Pin | Function |" numbers GPIO pins).
+_CODE_HEADERS = {
+    **dict.fromkeys(("pin", "pin code", "code pin", "passcode", "door code", "digicode"), "pin"),
+    **dict.fromkeys(("cvc", "cvv", "cvc2", "cvv2", "cryptogramme", "security code"), "cvc"),
+}
+_PIN_OWNERS = _ACCOUNT_HEADERS | frozenset(
+    "card carte bank banque phone sim door porte lock device account what".split()
+)
+_CODE_CHECKS = {
+    "pin": ("pin", lambda v, _: bool(re.fullmatch(r"\d{4,8}", v))),
+    "cvc": ("payment_card", lambda v, _: bool(re.fullmatch(r"\d{3,4}", v))),
+}
+_CODE_HINTS = (
+    "pin",
+    "passcode",
+    "door code",
+    "digicode",
+    "cvc",
+    "cvv",
+    "cryptogramme",
+    "security code",
+)
 _CELL_PAIR = re.compile(
     r"[\w@.+\\-]{1,64}(?P<gap>[ \t]*)(?:/|:)[ \t]*[`\"'*]*(?P<v>[^\s`\"'*<>|/]{1,200})"
 )
@@ -91,6 +114,10 @@ def _credential_columns(note: Note, start: int, end: int) -> dict[int, str]:
             out[i] = "password"
         elif _PAIR_HEADER.fullmatch(note.low, a, b):
             out[i] = "pair"
+        elif (code := _CODE_HEADERS.get(note.low[a:b])) and (
+            code == "cvc" or headers & _PIN_OWNERS
+        ):
+            out[i] = code
     return out
 
 
@@ -127,7 +154,7 @@ def _column_edits(note: Note, header: tuple[int, int]) -> tuple[list[Edit], int]
                 # "bob:secret" with no blank reads like a namespace (group:wheel42): strict.
                 tier, strict = "password", not pair["gap"]
             value = text[a:b]
-            kind, ok = CHECKS[tier]
+            kind, ok = _CODE_CHECKS[tier] if tier in _CODE_CHECKS else CHECKS[tier]
             if value and " " not in value and not value.startswith(MARK) and ok(value, strict):
                 edits.append((a, b, marker(kind)))
         row = _next_line(text, row[1])
@@ -139,7 +166,9 @@ def redact_tables(note: Note, counts: Counter[str]) -> str:
     if "|" not in text or "-" not in text:
         return text
     edits: list[Edit] = []
-    headers = sorted(set(label_lines(note)) | set(note.lines(_PAIR_HINTS)))
+    headers = sorted(
+        set(label_lines(note)) | set(note.lines(_PAIR_HINTS)) | set(note.lines(_CODE_HINTS))
+    )
     read = -1  # where the rows of the last table read end: no header or row in there again
     for start, end in headers:
         if start > read and text.find("|", start, end) >= 0:
