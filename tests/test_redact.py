@@ -885,6 +885,39 @@ def test_a_plain_word_password_on_the_notes_last_line(line: str, ending: str, wo
     assert counts == Counter({"password": 1})
 
 
+@pytest.mark.parametrize("wrapper", ["plain", "fence", "note_end"])
+@pytest.mark.parametrize(
+    ("template", "make", "kind"),
+    [
+        ("password: >\n  {s}", password, "password"),
+        ("db:\n  password: |-\n    {s}\n  user: app", password, "password"),
+        ("tokens:\n  - {s}\n  - {t}", lambda: rand(40), "generic_high_entropy"),
+        ('variable "db_password" {{\n  type = string\n  default = "{s}"\n}}', password, "password"),
+    ],
+)
+def test_a_value_written_under_its_key(template: str, make, kind: str, wrapper: str) -> None:
+    """YAML block scalars and lists, a Terraform variable's default: the key is above."""
+    first, second = make(), make()
+    note = WRAPPERS[wrapper](template.format(s=first, t=second))
+    out, counts = redact(note)
+    assert first not in out and second not in out
+    assert counts == Counter({kind: 2 if "{t}" in template else 1})
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        "password: >\n  Use a long one, with a digit.\n",
+        "passwords:\n  - minimum length 12\n",
+        "tokens:\n  - name: x\n",
+        'variable "region" {\n  default = "eu-west-1"\n}\n',
+        "keywords:\n  - security\n",
+    ],
+)
+def test_what_is_written_under_a_key_that_is_no_credential(note: str) -> None:
+    assert redact(note) == (note, Counter())
+
+
 def test_a_table_of_cards_with_their_security_codes() -> None:
     """No card word in the rows: the CVC column says what the numbers are."""
     one, two = card(), card()

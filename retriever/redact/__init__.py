@@ -24,7 +24,8 @@ passwords on command lines, ``mysql -pX``, ``sshpass -p X``, ``IDENTIFIED BY 'X'
 credentials passed positionally in code, ``Client("SK…", "…")`` (``calls``); ``key =
 value`` in every syntax, Dataview's ``key:: value`` included (``assign``); credentials
 named by markup, ``<password>X</password>``, ``<add key="…Password" value="X"/>``, a
-``| DB_PASSWORD | X |`` table row (``markup``); two-factor setup keys (``otp``); credentials
+``| DB_PASSWORD | X |`` table row, a value under its key (``password: >``, a ``tokens:``
+list, a Terraform variable's ``default``) (``markup``); two-factor setup keys (``otp``); credentials
 written as prose in English and French, "the wifi password is …", "clé de chiffrement : …",
 a value alone under its label (``prose``, judged by ``prose_values``); login pairs, "login:
 admin / …", and ``.pgpass`` lines (``logins``); PINs and door codes, two-factor recovery
@@ -45,7 +46,8 @@ words where the syntax reads as code (``password = tiger`` with spaces is a vari
 ``DB_PASSWORD=tiger`` is redacted); hex and UUID values under
 ambiguous labels (``key``, ``signature``: hashes and ids); the Twilio account SID (an
 identifier; its auth token is redacted); AWS pre-signed URL signatures; secrets split
-across lines other than PEM blocks and a value on the line below its label.
+across lines other than PEM blocks, and a value on the line below its label other than a
+YAML block scalar or list and a Terraform variable's default.
 
 The module never logs or raises with a secret value; callers log kinds and file names.
 """

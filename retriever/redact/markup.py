@@ -1,5 +1,6 @@
 """Credentials named by markup rather than written ``key = value``: XML elements and
-attribute pairs, and the rows of a two-column key/value table.
+attribute pairs, the rows of a two-column key/value table, and values written under their
+key (a YAML block scalar or list, a Terraform variable's default).
 
     <password>…</password>                       Maven settings.xml, Spring, Tomcat
     <add key="SmtpPassword" value="…" />         .NET appSettings, NuGet
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator
 
 from retriever.redact.assign import classify_key
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
@@ -88,12 +90,66 @@ def _edits(text: str, start: int, end: int) -> list[Edit]:
     return edits
 
 
+# A key whose value is below it: a YAML block scalar (``password: >``) or list
+# (``tokens:`` then ``  - …``), or a Terraform variable (``variable "db_password" {`` then
+# ``default = "…"``).
+_KEY_ABOVE = re.compile(
+    r"(?P<indent>[ \t]*)(?:-[ \t]+)?(?P<key>[A-Za-z_][\w.-]{0,79})[ \t]*:[ \t]*"
+    r"(?P<block>[>|][+-]?)?[ \t]*\r?"
+)
+_VARIABLE = re.compile(r"[ \t]*variable[ \t]+\"(?P<key>[A-Za-z_][\w.-]{0,79})\"[ \t]*\{[ \t]*\r?")
+_ITEM = re.compile(r"(?P<indent>[ \t]*)-[ \t]+[\"']?(?P<v>[^\s\"'#][^\s\"']{0,500})[\"']?[ \t]*\r?")
+_SCALAR = re.compile(r"(?P<indent>[ \t]+)(?P<v>[^\s#][^\s]{0,500})[ \t]*\r?")
+_DEFAULT = re.compile(r"[ \t]*default[ \t]*=[ \t]*\"(?P<v>[^\"\n]{1,500})\"[ \t]*\r?")
+_BELOW_LINES = 8  # a variable block's lines read for its default; a list's items
+
+
+def _lines_after(text: str, end: int) -> Iterator[tuple[int, int]]:
+    """The lines after the one ending at ``end``, at most ``_BELOW_LINES`` (lazily: most
+    keys are read no further than their next line)."""
+    pos = end + 1
+    for _ in range(_BELOW_LINES):
+        if pos > len(text):
+            return
+        stop = text.find("\n", pos)
+        stop = len(text) if stop < 0 else stop
+        yield pos, stop
+        pos = stop + 1
+
+
+def _below_edits(text: str, start: int, end: int) -> list[Edit]:
+    """The values written under a key that names a credential (see ``_KEY_ABOVE``)."""
+    edits: list[Edit] = []
+    if (var := _VARIABLE.fullmatch(text, start, end)) is not None:
+        for a, b in _lines_after(text, end):
+            if text.startswith("}", a) or text[a:b].strip() == "}":
+                break
+            if (m := _DEFAULT.fullmatch(text, a, b)) and (kind := _judged(var["key"], m["v"])):
+                edits.append((m.start("v"), m.end("v"), marker(kind)))
+        return edits
+    head = _KEY_ABOVE.fullmatch(text, start, end)
+    if head is None or classify_key(head["key"]) is None:
+        return edits
+    depth = len(head["indent"].expandtabs())
+    for a, b in _lines_after(text, end):
+        m = (_SCALAR if head["block"] else _ITEM).fullmatch(text, a, b)
+        if m is None or (head["block"] and len(m["indent"].expandtabs()) <= depth):
+            break
+        kind = _judged(head["key"], m["v"])
+        if not kind:
+            break
+        edits.append((m.start("v"), m.end("v"), marker(kind)))
+        if head["block"]:
+            break  # one scalar: the value (a key's PEM block is the PEM stage's)
+    return edits
+
+
 def redact_markup(note: Note, counts: Counter[str]) -> str:
     text = note.text
-    if "<" not in text and "|" not in text:
-        return text
     edits: list[Edit] = []
     for start, end in note.lines(_HINTS):
         if text.find("<", start, end) >= 0 or text.find("|", start, end) >= 0:
             edits += _edits(text, start, end)
+        if text.find(":", start, end) >= 0 or text.find("variable", start, end) >= 0:
+            edits += _below_edits(text, start, end)
     return keep_first(text, sorted(set(edits)), counts)
