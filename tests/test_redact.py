@@ -172,6 +172,11 @@ class Token:
     secret: Callable[[str], str] = lambda token: token
 
 
+TEAMS_HOOK = "https://contoso.webhook.office.com/webhookb2/"
+ZAPIER_HOOK = "https://hooks.zapier.com/hooks/catch/"
+IFTTT_HOOK = "https://maker.ifttt.com/trigger/door_open/with/key/"
+
+
 def _path_after(prefix: str) -> Callable[[str], str]:
     return lambda url: url[len(prefix) :]
 
@@ -281,6 +286,22 @@ TOKENS: dict[str, Token] = {
         "discord_webhook",
         lambda: DISCORD_HOOK + digits(18) + "/" + rand(68, URLSAFE),
         _path_after(DISCORD_HOOK),
+    ),
+    "teams_webhook": Token(
+        "api_token",
+        lambda: (
+            f"{TEAMS_HOOK}{uuid.uuid4()}@{uuid.uuid4()}/IncomingWebhook/{rand(32, HEX)}/"
+            f"{uuid.uuid4()}"
+        ),
+        _path_after(TEAMS_HOOK),
+    ),
+    "zapier_webhook": Token(
+        "api_token",
+        lambda: f"{ZAPIER_HOOK}{digits(7)}/{rand(7, LOWER + DIGITS)}",
+        lambda url: url.rsplit("/", 1)[1],
+    ),
+    "ifttt_webhook": Token(
+        "api_token", lambda: f"{IFTTT_HOOK}{rand(22, URLSAFE)}", _path_after(IFTTT_HOOK)
     ),
     "discord_bot": Token("discord_token", discord_token),
     "twilio_api_key": Token("twilio", lambda: "S" + "K" + rand(32, HEX)),

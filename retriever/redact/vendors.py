@@ -373,6 +373,28 @@ VENDOR_RULES: tuple[Rule, ...] = (
         ("discord",),
         group="v",
     ),
+    # Incoming-webhook URLs whose path is the credential: Microsoft Teams, Zapier, IFTTT.
+    rule(
+        "api_token",
+        r"https://[\w-]{1,63}\.webhook\.office\.com/webhookb2/(?P<v>[A-Za-z0-9@/\-]{40,400})",
+        ("webhook.office.com",),
+        group="v",
+        check=lambda v: True,
+    ),
+    rule(
+        "api_token",
+        r"https://hooks\.zapier\.com/hooks/catch/\d{1,12}/(?P<v>[A-Za-z0-9]{5,40})",
+        ("hooks.zapier.com",),
+        group="v",
+        check=lambda v: True,
+    ),
+    rule(
+        "api_token",
+        r"https://maker\.ifttt\.com/(?:trigger/[\w-]{1,100}/(?:json/)?with/key|use)/(?P<v>[\w-]{16,64})",
+        ("maker.ifttt.com",),
+        group="v",
+        check=lambda v: True,
+    ),
     rule("twilio", _after("SK", "[A-Za-z0-9]") + r"[0-9a-fA-F]{32}(?![A-Za-z0-9])", ("SK",)),
     rule(
         "sendgrid_key",
