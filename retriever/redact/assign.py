@@ -482,9 +482,6 @@ def redact_assignments(note: Note, counts: Counter[str]) -> str:
         if not quoted:
             value = raw.rstrip(".:*")  # a final "!" is part of a password far more often
             end = start + len(value)
-            if len(value) > 4 and value.startswith("~~") and value.endswith("~~"):
-                # struck through ("~~Old1!~~ New2!"): the value inside, the new one after
-                start, end, value = start + 2, end - 2, value[2:-2]
             if not value:
                 continue
         site = _Site(
@@ -503,6 +500,13 @@ def redact_assignments(note: Note, counts: Counter[str]) -> str:
             # "NAS password: Tr0ub&dor -> …": the value was cut at "&" only because more
             # follows on its line; the run is the password (not "&next=1", a parameter).
             end = _extended(text, end, anywhere=True)
+        if (
+            kind
+            and end - start > 4
+            and text.startswith("~~", start)
+            and text[end - 2 : end] == "~~"
+        ):
+            start, end = start + 2, end - 2  # struck through ("~~Old1!~~ New2!"): inside it
         if kind:
             edits.append((start, end, marker(kind)))
             counts[kind] += 1
