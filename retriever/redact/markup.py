@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from retriever.redact.assign import classify_key
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
 from retriever.redact.prose_values import password_ok
-from retriever.redact.values import high_entropy, is_placeholder, looks_random
+from retriever.redact.values import alnum_classes, high_entropy, is_placeholder, looks_random
 
 # <ns:name attrs>value</ns:name> on one line; the value has no markup of its own.
 _ELEMENT = re.compile(
@@ -51,6 +51,12 @@ _ROW = re.compile(
 _HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cred")
 
 
+def _mixed(v: str) -> bool:
+    """Ten characters or more mixing letters and digits (``ofmYuz9OXZC1_R6I``), which
+    ``password_ok`` reads as a name when its only symbols are ``_`` and ``-``."""
+    return len(v) >= 10 and alnum_classes(v) >= 2 and any(c.isdigit() for c in v)
+
+
 def _judged(key: str, value: str, *, cell: bool = False) -> str:
     """The kind to redact ``value`` as under the name ``key``, or ''. In XML a password
     is any value, as in ``KEY=value``; in a table ``cell`` it must look like one (a
@@ -63,7 +69,7 @@ def _judged(key: str, value: str, *, cell: bool = False) -> str:
     if len(v) < 3 or is_placeholder(v) or v.startswith(("${", "$", "%", "{{", "#{")):
         return ""
     if tier == "password":
-        return kind if not cell or password_ok(v, False) else ""
+        return kind if not cell or password_ok(v, False) or _mixed(v) else ""
     return kind if (looks_random if tier == "secret" else high_entropy)(v) else ""
 
 
