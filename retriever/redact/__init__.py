@@ -16,8 +16,9 @@ Guarantees the indexer relies on:
   backtrack, and each rule runs only where a cheap trigger word occurs (:class:`Note`
   finds each word once per text and shares it across the stages).
 
-Stages, in order (one module each): private-key blocks (``pem``); vendor-shaped tokens and
-HTTP credentials (``vendors``); Kubernetes ``kind: Secret`` manifests (``kubernetes``);
+Stages, in order (one module each): private-key blocks and PuTTY's .ppk private lines
+(``pem``); vendor-shaped tokens, wallet keys with a valid Base58Check checksum and HTTP
+credentials (``vendors``); Kubernetes ``kind: Secret`` manifests (``kubernetes``);
 passwords on command lines, ``mysql -pX``, ``sshpass -p X``, ``IDENTIFIED BY 'X'``,
 ``xfreerdp /p:X``, ``smbclient -U user%X``, ``keytool -storepass X``, ``7z -pX``, Oracle's
 ``user/X@db`` (``commands``);
@@ -25,7 +26,9 @@ credentials passed positionally in code, ``Client("SK…", "…")`` (``calls``);
 value`` in every syntax, Dataview's ``key:: value`` included (``assign``); credentials
 named by markup, ``<password>X</password>``, ``<add key="…Password" value="X"/>``, a
 ``| DB_PASSWORD | X |`` table row, a value under its key (``password: >``, a ``tokens:``
-list, a Terraform variable's ``default``) (``markup``); two-factor setup keys (``otp``); credentials
+list, a Terraform variable's ``default``) (``markup``); the credential columns of comma-,
+semicolon- or tab-separated exports under their header (``delimited``); two-factor setup
+keys (``otp``); credentials
 written as prose in English and French, "the wifi password is …", "clé de chiffrement : …",
 a value alone under its label (``prose``, judged by ``prose_values``); login pairs, "login:
 admin / …", and ``.pgpass`` lines (``logins``); PINs and door codes, two-factor recovery
@@ -63,11 +66,12 @@ from retriever.redact.calls import redact_calls
 from retriever.redact.codes import redact_cards, redact_codes
 from retriever.redact.commands import redact_commands
 from retriever.redact.core import Note
+from retriever.redact.delimited import redact_delimited
 from retriever.redact.kubernetes import redact_k8s_secrets
 from retriever.redact.logins import redact_logins, redact_pgpass
 from retriever.redact.markup import redact_markup
 from retriever.redact.otp import redact_otp
-from retriever.redact.pem import redact_pem
+from retriever.redact.pem import redact_pem, redact_ppk
 from retriever.redact.prose import redact_more_passwords, redact_prose
 from retriever.redact.tables import redact_tables
 from retriever.redact.vendors import (
@@ -81,7 +85,7 @@ from retriever.redact.vendors import (
 log = logging.getLogger(__name__)
 
 # Bump whenever a rule changes: stored text redacted by an older version must be re-indexed.
-REDACTOR_VERSION = "25"
+REDACTOR_VERSION = "26"
 
 KINDS: tuple[str, ...] = (
     "private_key",
@@ -160,7 +164,7 @@ def _redact(text: str) -> tuple[str, Counter[str]]:
     counts: Counter[str] = Counter()
     if not text:
         return text, counts
-    text = redact_pem(text, counts)
+    text = redact_ppk(redact_pem(text, counts), counts)
     note = Note(text)  # the lowercase text and the trigger-word lines, shared by every rule
     for rule in VENDOR_RULES:
         new = apply_rule(rule, note, counts)
@@ -180,6 +184,7 @@ def _redact(text: str) -> tuple[str, Counter[str]]:
         redact_calls,
         redact_assignments,
         redact_markup,
+        redact_delimited,
         redact_otp,
         redact_prose,
         redact_logins,

@@ -80,7 +80,7 @@ _QUAL_WORD = (
 )
 _VERB = r"(?:is|was|est|c['’]est|are|sont)(?:" + _S + r"(?:now|still|maintenant))?"
 _AFTER = re.compile(
-    r"(?:\*\*|__|\*|_|`)?"
+    r"(?:\*\*|__|\*|_|`|[\"'](?=[ \t]*:))?"  # a JSON or YAML key's closing quote: "cvc": "737"
     rf"(?:(?P<qual>{_QUAL_WORD}{{0,5}}?)"
     rf"(?:[ \t]*(?:::?|=|->|→)|[ \t]+[-–—](?=[ \t])|[ \t]+{_VERB}(?![\w-]))"
     r"|(?P<bare>))"

@@ -86,6 +86,29 @@ _EMAIL_PAIR = re.compile(
 )
 
 
+# An e-mail address alone on its line, and a strong password alone on the next: a login
+# copied into a note as two lines.
+_EMAIL_LINE = re.compile(
+    r"[ \t]*(?:[-*+>][ \t]+)?[`\"'*]*[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63}){1,8}[`\"'*]*[ \t]*\r?"
+)
+_LONE_TOKEN = re.compile(
+    r"[ \t]*(?:[-*+>][ \t]+)?[`\"'*]*(?P<v>[^\s`\"'*<>|][^\s`\"'<>|]{6,198}[^\s`\"'*<>|])"
+    r"[`\"'*]*[ \t]*\r?"
+)
+
+
+def _below_email(text: str, start: int, end: int) -> Edit | None:
+    """The password alone on the line under an e-mail address alone on its line."""
+    if _EMAIL_LINE.fullmatch(text, start, end) is None or end >= len(text):
+        return None
+    below = end + 1 if text[end] == "\n" else end
+    stop = text.find("\n", below)
+    m = _LONE_TOKEN.fullmatch(text, below, len(text) if stop < 0 else stop)
+    if m is None or m.group("v").startswith(MARK) or not _strong(m.group("v")):
+        return None
+    return m.start("v"), m.end("v"), marker("password")
+
+
 def _strong(v: str) -> bool:
     """A password with no login label to vouch for it: a symbol, or noise of capitals,
     small letters and digits ("DB: postgres / postgres-14-data" is no login)."""
@@ -114,6 +137,9 @@ def redact_logins(note: Note, counts: Counter[str]) -> str:
                 edit = _value_edit(text, m, end, _strong)
                 if edit is not None:
                     edits.append(edit)
+    for start, end in note.lines(("@",)):
+        if (edit := _below_email(text, start, end)) is not None:
+            edits.append(edit)
     return keep_first(text, edits, counts)
 
 

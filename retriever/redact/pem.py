@@ -79,3 +79,29 @@ def redact_pem(text: str, counts: Counter[str]) -> str:
         pos = stop
         begin = nxt
     return splice(text, edits)
+
+
+# PuTTY's .ppk: "Private-Lines: N" and then N lines of base64, the private key (encrypted
+# or not). The public lines and the MAC are not secret.
+_PPK_HINT = "PuTTY-User-Key-File-"
+_PPK_PRIVATE = re.compile(r"^[ \t>]*Private-Lines:[ \t]*(\d{1,3})[ \t]*\r?$", re.MULTILINE)
+_PPK_LINE = re.compile(r"[ \t>]*([A-Za-z0-9+/]{4,}={0,2})[ \t]*\r?")
+
+
+def redact_ppk(text: str, counts: Counter[str]) -> str:
+    if _PPK_HINT not in text:
+        return text
+    edits: list[Edit] = []
+    for block in _PPK_PRIVATE.finditer(text):
+        before = len(edits)
+        pos = block.end() + 1
+        for _ in range(int(block.group(1))):
+            stop = text.find("\n", pos)
+            stop = len(text) if stop < 0 else stop
+            line = _PPK_LINE.fullmatch(text, pos, stop)
+            if line is None:
+                break
+            edits.append((line.start(1), line.end(1), marker("private_key")))
+            pos = stop + 1
+        counts["private_key"] += len(edits) > before
+    return splice(text, edits)

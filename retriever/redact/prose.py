@@ -15,13 +15,19 @@ admin pass secret") are read by :mod:`logins`.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable
 
 from retriever.redact.assign import VETO_LAST, run_end
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
-from retriever.redact.prose_values import key_material_ok, password_ok, token_ok
+from retriever.redact.prose_values import (
+    ending_password_ok,
+    key_material_ok,
+    password_ok,
+    token_ok,
+)
 from retriever.redact.values import HEXLIKE, UUID
 
 SPACES = r"[ \t]+"  # a space between the words of a label
@@ -75,7 +81,7 @@ _TOKEN_LABEL = (
     r"|cl[eé]f?" + SPACES + r"(?:d['’])?api"
 )
 # Bare words: only with a separator ("the token for the bot: X"), never "token X".
-_WEAK_LABEL = r"(?P<weak_key>key)|(?P<weak_token>token|secret|jeton)"
+_WEAK_LABEL = r"(?P<weak_key>key|cl[eé]f?)|(?P<weak_token>token|secret|jeton)"
 # Matched in the lowercase twin of the text (much faster than a case-insensitive regex). A
 # word of its own, or wrapped in underscore emphasis: "__Password__ :", "_mdp_ :" (not
 # "db_password" or "password_hash": names the assignment rules judge).
@@ -110,7 +116,7 @@ _KEY_WORD = re.compile(
 
 # Words that may sit between the label and its separator: "for the router", "du NAS",
 # "(guest)", "for https://nas.local", "'Guest'". Never a sentence end, never a separator.
-_QUAL_WORD = r"(?:\([^\s()]{1,30}\)|(?:[^\s:=|.!?;()\[\]]|[.!?;](?=\S)|:(?=//)){1,40})"
+_QUAL_WORD = r"(?:\([^()\n]{1,30}\)|(?:[^\s:=|.!?;()\[\]]|[.!?;](?=\S)|:(?=//)){1,40})"
 _QUALIFIER = rf"(?P<qual>(?:[ \t]+{_QUAL_WORD}){{0,5}}?)"
 _VERB = (
     r"(?:is|was|has"
@@ -139,6 +145,9 @@ VALUE_TRIM = ".,;:)]}\"'`*”»’"
 # per label) but redacted to the end of its run: an AWS session token or a long JWT must
 # not leave its tail behind. Each run is read to its end once: a value that starts inside
 # the value redacted last is part of it (see redact_prose).
+# Past a value that ends its line: a full stop, a closing quote or emphasis, blanks.
+_ENDS_LINE = re.compile(r"[.!`\"'*_”»’)\]]{0,3}[ \t]*\r?")
+_WIFI_WORDS = re.compile(r"wi-?fi|wlan|ssid|wpa|r[ée]seau|network|livebox|freebox|hotspot")
 _VALUE_REST = re.compile(r"(?:[^\s`\"'*”»’<>|]|\*(?=[^\s*`\"'”»’<>|]))*")
 # What may follow a label that ends its line: a colon, emphasis, a closing bracket.
 # Each run of blanks follows a token it needs: no two runs can split one (linear time).
@@ -230,8 +239,23 @@ def value_end(text: str, pos: int, read: int, end: int, run: re.Pattern[str] = _
 Span = tuple[int, int]  # the last value redacted: a value starting inside it is part of it
 
 
-def _labelled_edit(text: str, label: re.Match[str], end: int, last: Span) -> Edit | None:
+def wifi_context(low: str, start: int, end: int) -> bool:
+    """Whether the line ``start``-``end`` or one of the three above names a Wi-Fi network:
+    there a bare "Key:" or "Clé :" is its password."""
+    top = start
+    for _ in range(3):
+        if top <= 0:
+            break
+        top = low.rfind("\n", 0, top - 1) + 1
+    return _WIFI_WORDS.search(low, top, end) is not None
+
+
+def _labelled_edit(
+    text: str, label: re.Match[str], end: int, last: Span, wifi: Callable[[], bool]
+) -> Edit | None:
     tier = label.lastgroup or "password"
+    if tier == "weak_key" and wifi():
+        tier = "password"
     kind, ok = CHECKS[tier]
     tail = _LABEL_TAIL.fullmatch(text, label.end(), end)
     if tail is not None:  # "**Wi-Fi password:**" ends its line: the value is below
@@ -244,7 +268,14 @@ def _labelled_edit(text: str, label: re.Match[str], end: int, last: Span) -> Edi
         if app is not None:  # "app password: abcd efgh ijkl mnop"
             return app
         found = _take_value(text, after.end(), end)
-        if found is None or _inside(last, found[0]) or not ok(found[1], False):
+        if found is None or _inside(last, found[0]):
+            return None
+        if not ok(found[1], False) and not (
+            tier == "password"
+            and "code" not in label.group()  # access and Wi-Fi codes: the PIN rules' own
+            and _ENDS_LINE.fullmatch(text, found[0] + len(found[1]), end)
+            and ending_password_ok(found[1])
+        ):
             return None
         if UUID.fullmatch(found[1]) and _named_as_id(text, label, after.group("qual")):
             return None
@@ -437,8 +468,9 @@ def redact_prose(note: Note, counts: Counter[str]) -> str:
     edits: list[Edit] = []
     last: Span = (0, 0)
     for start, end in label_lines(note):
+        wifi = functools.cache(lambda a=start, b=end: wifi_context(low, a, b))  # once a line
         for label in LABEL_RE.finditer(low, start, end):
-            edit = _labelled_edit(text, label, end, last)
+            edit = _labelled_edit(text, label, end, last, wifi)
             if edit is not None:
                 edits.append(edit)
                 last = (edit[0], edit[1])

@@ -138,6 +138,19 @@ def password_ok(v: str, strict: bool) -> bool:
     return looks_random(v) or (not v.isalnum() and alnum_classes(v) >= 2)
 
 
+def ending_password_ok(v: str) -> bool:
+    """A password that ends its line after an explicit password label and its separator
+    ("Mot de passe : hunter2", "The NAS password is Welcome1"): nothing follows to make it
+    a sentence, so a short one with a digit or a symbol counts too. Not a plain word
+    ("required", "Dragon"), a number of five digits or fewer (a PIN's rules judge those),
+    a name of several words (HomeNet-5G, default_password) or code (getpass())."""
+    if len(v) < 4 or v.isalpha() or (v.isdigit() and len(v) <= 5) or "(" in v:
+        return False
+    if _not_a_value(v) and not v.isdigit():
+        return False
+    return not (_is_name(v) and len(_NAME_PIECE.findall(v)) > 1)
+
+
 def key_material_ok(v: str, strict: bool) -> bool:
     """Base64 or hex key material, or a BitLocker recovery key."""
     if is_bitlocker_key(v):

@@ -112,7 +112,7 @@ def is_placeholder(value: str) -> bool:
     low = s.lower()
     if low in _KEEP_WORDS or s[0] in "$<{[":  # ${VAR}, $VAR, <your-key>, {{ v }}, [..]
         return True
-    if s[0] == "%" and not _PERCENT_ESCAPE.match(s):  # %(x)s, %PASSWORD%, but not %25…
+    if s[0] == "%" and _PERCENT_VARIABLE.fullmatch(s):  # %(x)s, %PASSWORD%, not %4T%W4qm…
         return True
     if "..." in s or "…" in s or low.startswith(("enc[", "vault:")):
         return True
@@ -170,7 +170,8 @@ def userpass_b64(v: str) -> bool:
 
 _DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\??\.[A-Za-z_$][\w$]*)+")  # a?.b: optional chaining
 
-_PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+# A format or a variable written with "%": %s, %(password)s, %PASSWORD%, %{password}.
+_PERCENT_VARIABLE = re.compile(r"%(?:\([\w.]*\)[a-z]|[a-z]|[A-Za-z_][\w:.\-]*%|\{[^{}]*\}?)")
 
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.\-/]*|[A-Za-z]:\\\S*")
 

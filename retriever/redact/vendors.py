@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -111,6 +112,22 @@ def password_ok(v: str) -> bool:
 
 
 _TOKEN_END = r"(?![\w-])"
+
+
+_BASE58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+_B58 = "[1-9A-HJ-NP-Za-km-z]"
+
+
+def _base58check(v: str, sizes: tuple[int, ...]) -> bool:
+    """Base58Check of a payload of one of ``sizes`` bytes: a wallet key, not a look-alike
+    (its last four bytes are a double SHA-256 of the rest)."""
+    number = 0
+    for char in v:
+        number = number * 58 + _BASE58.index(char)
+    raw = number.to_bytes((number.bit_length() + 7) // 8, "big")
+    payload, check = raw[:-4], raw[-4:]
+    digest = hashlib.sha256(hashlib.sha256(payload).digest()).digest()
+    return len(payload) in sizes and digest[:4] == check
 
 
 def _encoded_private_key(v: str) -> bool:
@@ -410,6 +427,20 @@ VENDOR_RULES: tuple[Rule, ...] = (
         _after("LS0tLS1CRUdJTi", r"[A-Za-z0-9+/]") + r"[A-Za-z0-9+/]{20,}={0,2}(?![A-Za-z0-9+/=])",
         ("LS0tLS1CRUdJTi",),
         check=_encoded_private_key,
+    ),
+    # Bitcoin-style wallet keys: WIF (one key; 0x80, 32 bytes, maybe a compression flag)
+    # and BIP32 extended private keys, with their checksum.
+    rule(
+        "private_key",
+        r"[5KL](?<![\w-][5KL])" + _B58 + r"{50,51}(?![\w-])",
+        (),
+        check=lambda v: _base58check(v, (33, 34)),
+    ),
+    rule(
+        "private_key",
+        _after("[xyzt]prv") + _B58 + r"{107}(?![\w-])",
+        ("prv",),
+        check=lambda v: _base58check(v, (78,)),
     ),
     # Bot id, colon, secret; also inside API URLs (https://api.telegram.org/bot<token>/).
     rule(
