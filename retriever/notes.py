@@ -1,10 +1,11 @@
 """Vault-confined, read-only access to notes for the MCP server and hooks.
 
 Everything an agent names is a *vault-relative* path that must pass :func:`safe_note_path`
-before any file is opened: no absolute paths, no ``..``, no backslashes or drive letters,
-no URL-encoded escapes, no control characters, nothing in an excluded folder, only
-regular markdown files, and no symlink whose target leaves the vault. Error messages
-name the offending *relative* path at most, never a location on this machine.
+before any file is opened: no absolute paths, no ``..``, no NUL, nothing in an excluded
+folder, only regular markdown files, and no symlink whose target leaves the vault.
+Backslashes, drive letters, URL-encoded escapes and control characters are refused too,
+unless the file of that very name exists (``a%20b.md`` is a name: nothing is decoded).
+Error messages name the offending *relative* path at most, never a location on this machine.
 
 Text is decoded and redacted exactly as the indexer does (:func:`prepare.decode_note`,
 :func:`redact.redact`), so ``read_note`` shows what the index holds, line for line.
@@ -21,6 +22,7 @@ import os
 import posixpath
 import re
 import stat
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +53,8 @@ _DRIVE = re.compile(r"^[A-Za-z]:")
 # Absolute locations inside messages: POSIX paths (not the '//' of a URL) and drive paths.
 _ABS_POSIX = re.compile(r"(?<![\w.:/~%>-])/[^\s/'\"`,;:()\[\]<>]+(?:/[^\s/'\"`,;:()\[\]<>]*)*")
 _ABS_WINDOWS = re.compile(r"\b[A-Za-z]:\\[^\s'\"`,;]*")
+# Where '\\' separates folders (Windows), a backslash can climb: never part of a name there.
+_BACKSLASH_SEPARATES = os.sep != "/" or os.altsep is not None
 
 
 class NotePathError(InputError):
@@ -100,31 +104,38 @@ def _echo(value: str) -> str:
 # --------------------------------------------------------------------------- paths
 
 
-def clean_relative(rel: object, *, what: str = "path") -> str:
+def clean_relative(
+    rel: object, *, what: str = "path", exists: Callable[[str], bool] | None = None
+) -> str:
     """Syntactic checks shared by note paths and folder filters; returns the normalised path.
 
     Rejects instead of repairing: an agent that sends ``..%2f`` or ``C:\\`` should learn
-    the rule, not have the server guess what it meant.
+    the rule, not have the server guess what it meant. Some rules are only advice, though
+    (see :func:`_advice`): a real file may be called ``a%20b.md`` or hold a line break, and
+    list_notes and search return it so. With ``exists``, a path that breaks only advice is
+    accepted when ``exists(norm)`` finds it, taken literally: nothing is ever decoded, so
+    confinement rests on the checks that always apply.
     """
     if not isinstance(rel, str):
         raise NotePathError(f"{what} must be a string")
+    norm = _confined(rel, what)
+    problem = _advice(rel, what)
+    if problem and not (exists is not None and exists(norm)):
+        raise NotePathError(problem)
+    return norm
+
+
+def _confined(rel: str, what: str) -> str:
+    """The checks no file name can waive: not empty, short, no NUL, not absolute, no '..'."""
     if not rel.strip():
         raise NotePathError(f"{what} is empty: give a vault-relative path such as 'folder/Note.md'")
     if len(rel) > MAX_PATH_CHARS:
         raise NotePathError(f"{what} is too long ({len(rel)} characters)")
-    if "\x00" in rel or _CONTROL.search(rel):
+    if "\x00" in rel:
         raise NotePathError(f"{what} contains control characters")
-    if "\\" in rel or _DRIVE.match(rel):
-        raise NotePathError(
-            f"{what} looks like a Windows path: use a vault-relative path with "
-            "forward slashes, such as 'folder/Note.md'"
-        )
-    if "%" in rel and unquote(rel) != rel:
-        # %2e%2e, %2f and friends: paths are plain text here, never URL-encoded.
-        raise NotePathError(
-            f"{what} {_echo(rel)} contains URL-encoded characters: send the plain path"
-        )
-    if rel.startswith(("/", "~")):
+    if _BACKSLASH_SEPARATES and _windows_like(rel):
+        raise NotePathError(_windows_advice(what))  # a separator or drive here: never a name
+    if rel.startswith("/"):
         raise NotePathError(
             # Not echoed: an absolute path says where things are on this machine.
             f"{what} is absolute: give it relative to the vault root, such as 'folder/Note.md'"
@@ -137,6 +148,33 @@ def clean_relative(rel: object, *, what: str = "path") -> str:
     if norm in ("", ".", "..") or norm.startswith(("../", "/")):
         raise NotePathError(f"{what} {_echo(rel)} does not name anything inside the vault")
     return norm
+
+
+def _windows_like(rel: str) -> bool:
+    return "\\" in rel or bool(_DRIVE.match(rel))
+
+
+def _windows_advice(what: str) -> str:
+    return (
+        f"{what} looks like a Windows path: use a vault-relative path with "
+        "forward slashes, such as 'folder/Note.md'"
+    )
+
+
+def _advice(rel: str, what: str) -> str | None:
+    """What looks like a mistake but may be a real file name on this system (control
+    characters, a backslash or drive letter, a URL escape, a leading '~'), or None."""
+    if _CONTROL.search(rel):
+        return f"{what} contains control characters"
+    if _windows_like(rel):
+        return _windows_advice(what)
+    if "%" in rel and unquote(rel) != rel:
+        # %2e%2e, %2f and friends: paths are plain text here, never URL-encoded.
+        return f"{what} {_echo(rel)} contains URL-encoded characters: send the plain path"
+    if rel.startswith("~"):
+        # Never expanded: '~/x' would be a folder called '~' in the vault.
+        return f"{what} is absolute: give it relative to the vault root, such as 'folder/Note.md'"
+    return None
 
 
 def _vault_filter(app_or_vault: Retriever | Path) -> tuple[Path, VaultFilter]:
@@ -161,15 +199,30 @@ def _check_included(filt: VaultFilter, rel: str, shown: str) -> None:
         raise NotePathError(f"{shown} is excluded from the index (.indexignore or settings)")
 
 
+def _included(filt: VaultFilter, rel: str) -> bool:
+    try:
+        _check_included(filt, rel, "")
+    except NotePathError:
+        return False
+    return True
+
+
 def safe_note_path(vault: Path | Retriever, rel: str) -> Path:
     """The real path of the vault note ``rel``, or :class:`NotePathError`.
 
     ``vault`` is a vault folder (default include rules) or a Retriever (its settings'
     include/exclude globs and the vault's ``.indexignore`` apply, as in the indexer).
     """
-    norm = clean_relative(rel)
-    shown = _echo(norm)
+    return _resolve_note(vault, rel)[1]
+
+
+def _resolve_note(vault: Path | Retriever, rel: str) -> tuple[str, Path]:
+    """``rel`` normalised, and the real path of the note it names (see safe_note_path)."""
     root, filt = _vault_filter(vault)
+    # A name that only looks odd (a%20b.md, a line break) is served when it is really there.
+    # Included first: no probing for what exists in the folders the index never reads.
+    norm = clean_relative(rel, exists=lambda n: _included(filt, n) and os.path.lexists(root / n))
+    shown = _echo(norm)
     _check_included(filt, norm, shown)
 
     candidate = root / norm
@@ -195,7 +248,7 @@ def safe_note_path(vault: Path | Retriever, rel: str) -> Path:
     if not stat.S_ISREG(st.st_mode):
         kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
         raise NotePathError(f"{shown} is {kind}: only markdown notes can be read")
-    return real
+    return norm, real
 
 
 def _errno_name(exc: OSError) -> str:
@@ -266,8 +319,7 @@ def read_note(
         raise NoteQueryError(f"end_line ({end}) is before start_line ({start})")
     if not 1 <= max_bytes <= READ_HARD_MAX_BYTES:
         raise NoteQueryError(f"max_bytes must be between 1 and {READ_HARD_MAX_BYTES}")
-    path = safe_note_path(app, rel)
-    norm = clean_relative(rel)
+    norm, path = _resolve_note(app, rel)
     limit = app.settings.max_file_bytes
     raw = _read_regular(path, limit + 1)
     if len(raw) > limit:
@@ -470,8 +522,9 @@ def note_links(
         raise NoteQueryError(f"direction must be one of {', '.join(_DIRECTIONS)}")
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= LINKS_MAX_DEPTH:
         raise NoteQueryError(f"depth must be 1, 2 or {LINKS_MAX_DEPTH}")
-    norm = clean_relative(path)
     _, filt = _vault_filter(app)
+    # An odd name that list_notes or search returned is looked up as it is.
+    norm = clean_relative(path, exists=lambda n: _included(filt, n) and _indexed(app, n))
     _check_included(filt, norm, _echo(norm))
     with app.db.connection() as conn:
         row = conn.execute("SELECT id, title FROM documents WHERE path = %s", (norm,)).fetchone()
@@ -511,6 +564,13 @@ def note_links(
         "unresolved": unresolved,
         "truncated": truncated,
     }
+
+
+def _indexed(app: Retriever, path: str) -> bool:
+    with app.db.connection() as conn:
+        row = conn.execute("SELECT 1 FROM documents WHERE path = %s", (path,)).fetchone()
+        conn.commit()
+    return row is not None
 
 
 _EDGE_SQL = (

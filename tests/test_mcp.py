@@ -368,6 +368,33 @@ def test_two_dot_file_names_are_served(make_app, vault_copy: Path, model_path: P
         assert_safe(mcp.error("read_note", path=path), vault_copy)
 
 
+def test_every_listed_or_found_path_is_readable_as_returned(
+    make_app, vault_copy: Path, model_path: Path, tmp_path: Path
+) -> None:
+    """File names with URL-escape look-alikes or a line break are listed and found: the
+    paths come back exactly as read_note and links must take them."""
+    word = "zyxwombat"  # a term only these notes hold
+    odd = ["100% done.md", "a%20b.md", "odd/50%2e5.md", "line\nbreak.md", "back\\slash.md"]
+    (vault_copy / "odd").mkdir()
+    for rel in odd:
+        (vault_copy / rel).write_text(f"# Odd\n\n{word} see [[Home]]\n", encoding="utf-8")
+    app = make_app(vault_copy, model=model_path)
+    app.index()
+    mcp = Caller(build_server(app))
+    listed = {n["path"] for n in mcp.ok("list_notes", limit=200)["notes"]}
+    found = {h["path"] for h in mcp.ok("search", queries=word, mode="lexical")["hits"]}
+    assert set(odd) <= listed and set(odd) <= found
+    for path in found & set(odd):
+        note = mcp.ok("read_note", path=path)
+        assert note["path"] == path and word in note["text"]
+        assert "Home.md" in {link["path"] for link in mcp.ok("links", path=path)["links"]}
+    # Taken literally, never decoded: the same strings name nothing once the files go.
+    for rel in odd:
+        (vault_copy / rel).unlink()
+    for path in ("a%20b.md", "line\nbreak.md", "%2e%2e/outside.md", "..%2fHome.md"):
+        assert_safe(mcp.error("read_note", path=path), tmp_path)
+
+
 def test_two_dot_names_in_every_path_argument(
     make_app, vault_copy: Path, model_path: Path, tmp_path: Path
 ) -> None:

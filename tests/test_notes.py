@@ -160,6 +160,54 @@ def test_names_starting_with_two_dots_are_notes(vault_copy: Path) -> None:
         assert real.is_file() and real.is_relative_to(vault_copy.resolve())
 
 
+# Names the index holds that look like mistakes: list_notes and search return them so.
+ODD_NAMES = [
+    "a%20b.md",
+    "50%2e5 percent.md",
+    "line\nbreak.md",
+    "tab\there.md",
+    "back\\slash.md",
+    "~draft.md",
+    "C:notes.md",
+    "homelab/%2e%2e%2fHome.md",
+]
+
+
+def test_odd_but_real_names_are_served_literally(vault_copy: Path, outside: Path) -> None:
+    """An odd name is served when that very file is there, never decoded ("%2e%2e%2f" is
+    not "../"); absent, the same path gets the advice; an odd name still cannot leave the
+    vault through a symlink or probe an excluded folder."""
+    for rel in ODD_NAMES:
+        with pytest.raises(NotePathError):
+            safe_note_path(vault_copy, rel)  # not there yet: refused with the advice
+        (vault_copy / rel).write_text(f"# {rel}\n", encoding="utf-8")
+        real = safe_note_path(vault_copy, rel)
+        assert real == (vault_copy / rel).resolve() and real.read_text("utf-8") == f"# {rel}\n"
+    (vault_copy / "out%20side.md").symlink_to(outside / "secret.md")
+    (vault_copy / "private" / "a%20b.md").write_text("# Hidden\n", encoding="utf-8")
+    for rel in ("out%20side.md", "private/a%20b.md", "private/c%20d.md"):
+        with pytest.raises(NotePathError) as exc:
+            safe_note_path(vault_copy, rel)
+        _assert_clean(str(exc.value), vault_copy, outside)
+    # The same answer whether or not the excluded file is there: no existence probe.
+    messages = set()
+    for rel in ("private/a%20b.md", "private/c%20d.md"):
+        with pytest.raises(NotePathError) as exc:
+            safe_note_path(vault_copy, rel)
+        messages.add(str(exc.value).replace("a%20b", "X").replace("c%20d", "X"))
+    assert len(messages) == 1
+
+
+def test_read_note_serves_odd_names(make_app, vault_copy: Path) -> None:
+    for rel in ODD_NAMES:
+        (vault_copy / rel).write_text("# Odd\n\nbody\n", encoding="utf-8")
+    app = make_app(vault_copy)
+    for rel in ODD_NAMES:
+        data = read_note(app, rel)
+        assert data["path"] == rel and data["total_lines"] == 3
+        assert data["citation"] == f"{rel}:1-3"
+
+
 def test_read_note_serves_two_dot_names(make_app, vault_copy: Path) -> None:
     (vault_copy / "..notes.md").write_text("# Dots\n\nline two\n", encoding="utf-8")
     (vault_copy / "homelab" / "..draft.md").write_text("# Draft\n", encoding="utf-8")
