@@ -57,11 +57,21 @@ _CONTROLS = {c: 0x2400 + c for c in range(32) if c not in (9, 10)} | {127: 0x242
 _CONTROLS |= {c: 0xFFFD for c in range(0x80, 0xA0)}
 
 
+# A hit's header line (citation, heading trail) is one line per hit: a line break in a
+# file name (or a heading) is shown as its picture, ␊, like the other controls.
+_ONE_LINE = _CONTROLS | {10: 0x240A, 0x2028: 0x240A, 0x2029: 0x240A}
+
+
 def shown(text: str) -> str:
     """``text`` safe to print on a terminal, Rich markup escaped."""
     from rich.markup import escape
 
     return escape(text.translate(_CONTROLS))
+
+
+def shown_line(text: str) -> str:
+    """:func:`shown`, its line breaks escaped too: it stays on one line."""
+    return shown(text.translate(_ONE_LINE))
 
 
 def _vault(positional: Path | None, option: Path | None) -> Path | None:
@@ -519,7 +529,7 @@ def _print_result(result: Any, explain: bool) -> None:
         trail = " > ".join(hit.heading_trail)
         stale = " [yellow](changed since indexed)[/yellow]" if hit.stale else ""
         out.print(
-            f"[bold cyan]{shown(hit.citation)}[/bold cyan]  {shown(trail)}{stale}",
+            f"[bold cyan]{shown_line(hit.citation)}[/bold cyan]  {shown_line(trail)}{stale}",
             highlight=False,
         )
         if explain:

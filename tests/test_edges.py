@@ -648,6 +648,22 @@ def test_control_characters_in_notes_and_names_never_reach_the_terminal(
     assert "esc␛[31mname [bold]x.md:" in done.stdout  # the citation, as written
 
 
+def test_a_line_break_in_a_file_name_keeps_one_hit_per_line(
+    small_vault: Path, db_url: str, tmp_path: Path
+) -> None:
+    """The citation line of a note whose name holds a line break shows it as ␊ (the
+    layout stays one header line per hit); --json keeps the path exactly as it is."""
+    (small_vault / "ops" / "two\nlines.md").write_text("# Split\n\nquagga\n", "utf-8")
+    env = {**_cli_env(db_url, tmp_path), "RETRIEVER_VAULT": str(small_vault)}
+    _run(["index"], env)
+    done = _run(["search", "quagga", "--mode", "lexical"], env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("ops/two␊lines.md:1-3  Split") and lines[1] == "# Split", lines
+    as_json = json.loads(_run(["search", "quagga", "--mode", "lexical", "--json"], env).stdout)
+    assert as_json["hits"][0]["path"] == "ops/two\nlines.md"
+
+
 def test_two_vaults_or_a_home_that_is_a_file_are_one_line_each(
     small_vault: Path, db_url: str, tmp_path: Path
 ) -> None:
