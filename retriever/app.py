@@ -398,7 +398,7 @@ class Retriever:
             mode=check_mode(mode),
             ranking=ranking,
             overrides={**self._ranking_overrides(fusion, graph), **(overrides or {})},
-            folder=_folder_filter(folder),
+            folder=self._folder_filter(folder),
             tags=tags,
             note_type=note_type,
             modified_after=parse_modified_after(modified_after),  # type: ignore[arg-type]
@@ -417,6 +417,15 @@ class Retriever:
         except (psycopg.OperationalError, DatabaseUnreachable) as exc:  # the server went away
             self.database_failed(exc)
             return self._search_files(cleaned, opts, f"database unavailable: {exc}")
+
+    def _folder_filter(self, folder: str | None) -> str | None:
+        """A folder filter as every front end takes it: vault-relative, normalised ("./x/"
+        is "x"); one that climbs out, is absolute or names no indexable folder of the
+        vault is refused (NotePathError), never an empty answer that reads as "not in
+        the vault"."""
+        from retriever.notes import folder_filter
+
+        return folder_filter(self, folder)
 
     def _search_index(
         self, db: Database, cleaned: list[str], opts: SearchOptions, fresh: bool | None
@@ -730,17 +739,6 @@ class Retriever:
             "models_removed": models,
             "calibrations_removed": calibrations,
         }
-
-
-def _folder_filter(folder: str | None) -> str | None:
-    """A folder filter as every front end takes it: vault-relative, normalised ("./x/"
-    is "x"); one that climbs out or is absolute is refused (NotePathError), never an
-    empty answer that reads as "not in the vault"."""
-    if folder is None or not folder.strip().strip("/"):
-        return None
-    from retriever.notes import clean_relative
-
-    return clean_relative(folder.strip().rstrip("/"), what="folder")
 
 
 def in_line(report: IndexReport) -> bool:

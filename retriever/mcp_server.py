@@ -349,9 +349,7 @@ def _do_search(
 ) -> tuple[Any, list[str]]:
     cleaned, remarks = check_queries(queries)
     budget = check_budget(budget)
-    folder_norm = None
-    if folder is not None and folder.strip().strip("/"):
-        folder_norm = notes.clean_relative(folder.strip().rstrip("/"), what="folder")
+    folder_norm = notes.folder_filter(state.app, folder)  # as app.search will check it
     state.maybe_reprobe()
     result = state.app.search(
         cleaned,

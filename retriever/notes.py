@@ -251,6 +251,59 @@ def _resolve_note(vault: Path | Retriever, rel: str) -> tuple[str, Path]:
     return norm, real
 
 
+def folder_filter(app: Retriever, folder: str | None) -> str | None:
+    """A search's folder filter: None for the whole vault ("", "/"), else the normalised
+    vault-relative folder. One that leaves the vault, or that the index can hold no note
+    of (absent, excluded, a symlink), is refused with the reason: an empty answer would
+    read as "the vault does not cover this"."""
+    if folder is None or not folder.strip().strip("/"):
+        return None
+    root, filt = _vault_filter(app)
+    norm = clean_relative(
+        folder.strip().rstrip("/"),
+        what="folder",
+        exists=lambda n: _folder_problem(root, filt, n) is None,
+    )
+    problem = _folder_problem(root, filt, norm)
+    if problem:
+        raise NotePathError(problem)
+    return norm
+
+
+def _folder_problem(root: Path, filt: VaultFilter, rel: str) -> str | None:
+    """Why no note under ``rel`` can be indexed, or None. Each step is looked at as the
+    indexer's walk sees it: a real folder (a symlink is never followed), not excluded."""
+    shown = _echo(rel)
+    parts = rel.split("/")
+    for depth in range(1, len(parts) + 1):
+        step = "/".join(parts[:depth])
+        try:
+            mode = os.lstat(root / step).st_mode
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                return f"no folder {shown} in the vault" + _other_case(root, parts[:depth])
+            return f"folder {shown} cannot be read ({_errno_name(exc)})"
+        if stat.S_ISLNK(mode):
+            return f"folder {shown} is a symbolic link: the index does not follow links"
+        if not stat.S_ISDIR(mode):
+            return f"no folder {shown} in the vault ({_echo(step)} is a file)"
+        if filt.dir_excluded(step):
+            return f"folder {shown} is excluded from the index (.indexignore or settings)"
+    return None
+
+
+def _other_case(root: Path, parts: list[str]) -> str:
+    """A hint when the missing step exists with other letter case ('Homelab', 'homelab'):
+    names are case-sensitive here, and the mistake is easy to miss."""
+    parent, name = "/".join(parts[:-1]), parts[-1].casefold()
+    try:
+        with os.scandir(root / parent) as entries:
+            near = sorted(e.name for e in entries if e.name.casefold() == name)
+    except OSError:
+        return ""
+    return f": did you mean {_echo('/'.join([*parts[:-1], near[0]]))}?" if near else ""
+
+
 def _errno_name(exc: OSError) -> str:
     return errno.errorcode.get(exc.errno or 0, type(exc).__name__)
 

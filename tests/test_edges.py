@@ -144,6 +144,52 @@ def test_a_folder_filter_outside_the_vault_is_refused(
         app.search("restic", mode="lexical", folder=folder)
 
 
+@pytest.mark.parametrize(
+    ("folder", "said"),
+    [
+        ("nope", "no folder 'nope' in the vault"),
+        ("ops/deeper", "no folder 'ops/deeper' in the vault"),
+        ("Ops", "no folder 'Ops' in the vault: did you mean 'ops'?"),
+        ("Cooking.md/x", "no folder 'Cooking.md/x' in the vault ('Cooking.md' is a file)"),
+        ("drafts", "folder 'drafts' is excluded from the index"),
+        (".obsidian", "folder '.obsidian' is excluded from the index"),
+        ("linked", "folder 'linked' is a symbolic link"),
+    ],
+)
+def test_a_folder_filter_naming_no_indexable_folder_says_so(
+    make_app, small_vault: Path, folder: str, said: str
+) -> None:
+    """A folder that is not there (or that the index never reads) is refused with the
+    reason, not answered "likely absent" as if the notes did not cover the question."""
+    (small_vault / ".indexignore").write_text("drafts/\n", encoding="utf-8")
+    for name in ("drafts", ".obsidian"):
+        (small_vault / name).mkdir()
+        (small_vault / name / "restic.md").write_text("# Restic\n\nrestic\n", "utf-8")
+    (small_vault / "linked").symlink_to(small_vault / "ops", target_is_directory=True)
+    app = make_app(small_vault)
+    app.index()
+    with pytest.raises(NotePathError) as exc:
+        app.search("restic", mode="lexical", folder=folder)
+    assert str(exc.value).startswith(said)
+    # A real folder that merely has no match is answered, and says the vault lacks it.
+    assert app.search("restic", mode="lexical", folder="ops").hits
+    (small_vault / "empty").mkdir()
+    assert app.search("restic", mode="lexical", folder="empty").likely_absent
+
+
+def test_cli_folder_filter_naming_no_folder_is_one_line_and_exit_2(
+    small_vault: Path, db_url: str, tmp_path: Path
+) -> None:
+    env = {**_cli_env(db_url, tmp_path), "RETRIEVER_VAULT": str(small_vault)}
+    _run(["index"], env)
+    plain = _run(["search", "restic", "--mode", "lexical", "--folder", "opz"], env)
+    assert plain.returncode == 2 and plain.stdout == ""
+    assert plain.stderr.strip() == "✗ no folder 'opz' in the vault"
+    as_json = _run(["search", "restic", "--mode", "lexical", "--folder", "opz", "--json"], env)
+    data = json.loads(as_json.stdout)
+    assert as_json.returncode == 2 and data["error"] == "no folder 'opz' in the vault"
+
+
 @pytest.mark.parametrize("folder", ["ops", "./ops", "ops/", " ops "])
 def test_a_folder_filter_is_normalised(make_app, small_vault: Path, folder: str) -> None:
     app = make_app(small_vault)

@@ -204,6 +204,17 @@ def test_search_filters_and_several_queries(mcp: Caller) -> None:
     assert lexical["mode"] == "lexical"
 
 
+def test_search_in_a_folder_the_vault_lacks_says_so(mcp: Caller, vault_copy: Path) -> None:
+    """A folder that is not there is a tool error naming it, not "likely absent"."""
+    message = mcp.error("search", queries="backups", folder="homelabs")
+    assert message == "no folder 'homelabs' in the vault"
+    message = mcp.error("search", queries="backups", folder="Homelab")
+    assert message == "no folder 'Homelab' in the vault: did you mean 'homelab'?"
+    assert "excluded" in mcp.error("search", queries="journal", folder="private")
+    (vault_copy / "a%20b").mkdir()  # an odd name, but a real folder: searched
+    assert mcp.ok("search", queries="backups", folder="a%20b")["hits"] == []
+
+
 def test_search_absent_topic_says_so(mcp: Caller) -> None:
     data = mcp.ok("search", queries="quantum chromodynamics lattice gauge theory")
     assert data["likely_absent"] is True

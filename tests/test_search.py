@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from retriever.app import Retriever
+from retriever.notes import NotePathError
 from retriever.query_input import SearchInputError
 
 VAULT_LINES_CACHE: dict[Path, list[str]] = {}
@@ -147,9 +148,9 @@ def test_bad_options_get_a_clear_error(app: Retriever) -> None:
 def test_filters(app: Retriever) -> None:
     result = app.search("setup", folder="homelab")
     assert result.hits and all(h.path.startswith("homelab/") for h in result.hits)
-    result = app.search("setup", folder="nope-no-such-folder")
-    assert result.hits == []
-    assert result.likely_absent
+    # A folder the vault lacks is said, not answered "likely absent" (test_edges has more).
+    with pytest.raises(NotePathError, match="no folder 'nope-no-such-folder' in the vault"):
+        app.search("setup", folder="nope-no-such-folder")
 
 
 def test_fresh_search_sees_a_note_written_a_moment_ago(app: Retriever, vault_copy: Path) -> None:
