@@ -495,7 +495,7 @@ def search(
     """
     from retriever.query_input import SearchInputError
 
-    queries = [" ".join(query), *(also or [])]
+    queries = [_from_argv(q) for q in [" ".join(query), *(also or [])]]
     with _Edge(as_json) as edge:
         api = edge.app(vault)
         try:
@@ -516,6 +516,24 @@ def search(
     else:
         _print_result(result, explain)
     raise typer.Exit(EXIT_DEGRADED if result.degraded_reason else EXIT_OK)
+
+
+def _from_argv(arg: str) -> str:
+    """A query as the shell passed it. Bytes that are not UTF-8 reach Python as lone
+    surrogates, which the query check would drop: ``caf\\xe9`` searched as "caf". They
+    are decoded as a note's text is (cp1252, else Latin-1), and that is said on stderr."""
+    if not any("\udc80" <= ch <= "\udcff" for ch in arg):
+        return arg
+    raw = arg.encode("utf-8", "surrogateescape")  # the bytes as given
+    try:
+        text, codec = raw.decode("cp1252"), "cp1252"
+    except UnicodeDecodeError:  # 0x81, 0x8d, 0x8f, 0x90, 0x9d: not in cp1252
+        text, codec = raw.decode("latin-1"), "Latin-1"
+    err.print(
+        f"[yellow]⚠[/yellow] the query is not UTF-8: read as {codec}, {shown_line(repr(text))}",
+        highlight=False,
+    )
+    return text
 
 
 def _print_result(result: Any, explain: bool) -> None:

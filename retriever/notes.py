@@ -33,7 +33,7 @@ from retriever.doc_filter import DocFilter
 from retriever.errors import InputError
 from retriever.prepare import decode_note
 from retriever.redact import redact
-from retriever.scan import ALWAYS_EXCLUDED_DIRS, DEFAULT_INCLUDE, VaultFilter, within
+from retriever.scan import ALWAYS_EXCLUDED_DIRS, DEFAULT_INCLUDE, VaultFilter, decodable, within
 
 if TYPE_CHECKING:
     import psycopg
@@ -289,6 +289,8 @@ def _folder_problem(root: Path, filt: VaultFilter, rel: str) -> str | None:
             return f"no folder {shown} in the vault ({_echo(step)} is a file)"
         if filt.dir_excluded(step):
             return f"folder {shown} is excluded from the index (.indexignore or settings)"
+    if not decodable(rel):  # a name from argv's bytes: the walk skips it (see scan.decodable)
+        return f"folder {shown} has a name that is not UTF-8, which the index skips"
     return None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -708,6 +709,36 @@ def test_a_line_break_in_a_file_name_keeps_one_hit_per_line(
     assert lines[0].startswith("ops/two␊lines.md:1-3  Split") and lines[1] == "# Split", lines
     as_json = json.loads(_run(["search", "quagga", "--mode", "lexical", "--json"], env).stdout)
     assert as_json["hits"][0]["path"] == "ops/two\nlines.md"
+
+
+def test_a_query_byte_that_is_not_utf8_is_read_as_cp1252_and_said(
+    small_vault: Path, db_url: str, tmp_path: Path
+) -> None:
+    """`retriever search $'caf\\xe9'` (a Latin-1 terminal) searches "café", as a note
+    in that encoding would be read, and says so on stderr; it was searched as "caf"."""
+    (small_vault / "Café.md").write_text("# Café\n\nLe café crème du matin.\n", "utf-8")
+    env = {**_cli_env(db_url, tmp_path), "RETRIEVER_VAULT": str(small_vault)}
+    _run(["index"], env)
+    latin1 = "caf\udce9"  # how Python holds the byte 0xE9 of argv: passed on as that byte
+    done = _run(["search", latin1, "--mode", "lexical"], env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Café.md:")
+    assert "⚠ the query is not UTF-8: read as cp1252, 'café'" in done.stderr
+    as_json = _run(["search", "--json", "--mode", "lexical", "-q", "cr\udce8me", latin1], env)
+    data = json.loads(as_json.stdout)
+    assert data["queries"] == ["café", "crème"] and data["hits"][0]["path"] == "Café.md"
+    # A folder argument is a name, not text: its bytes are kept, and a folder the index
+    # skips for its name is said, not answered "likely absent".
+    os.mkdir(os.fsencode(small_vault) + b"/caf\xe9")
+    done = _run(["search", "café", "--folder", latin1], env)
+    assert done.returncode == 2 and "not UTF-8, which the index skips" in done.stderr
+
+
+def test_a_byte_cp1252_lacks_is_read_as_latin1() -> None:
+    from retriever.cli import _from_argv
+
+    assert _from_argv("na\udc81ve") == "na\x81ve"
+    assert _from_argv("plain café") == "plain café"  # valid UTF-8 is left alone
 
 
 def test_two_vaults_or_a_home_that_is_a_file_are_one_line_each(
