@@ -127,6 +127,80 @@ _RULES: tuple[_Rule, ...] = (
         flags=re.MULTILINE,
     ),
     _rule(("jdbc:oracle",), r"jdbc:oracle:(?:thin|oci8?):[\w$#]{1,64}/(?P<v>[^\s@/'\"]+)@"),
+    # SQL: a role's password in CREATE/ALTER USER|ROLE|LOGIN, SET PASSWORD; MongoDB's.
+    _rule(
+        ("password",),
+        r"(?<!\w)(?:create|alter)[ \t]+(?:user|role|login)[ \t][^\n;]{0,200}?(?<!\w)password"
+        rf"[ \t]*=?[ \t]*N?{_QUOTED}",
+        flags=re.IGNORECASE,
+    ),
+    _rule(
+        ("set password",),
+        r"(?<!\w)set[ \t]+password(?:[ \t]+for[ \t]+[^\n=;]{1,100}?)?[ \t]*=[ \t]*"
+        rf"(?:password[ \t]*\([ \t]*)?{_QUOTED}",
+        flags=re.IGNORECASE,
+    ),
+    _rule(
+        ("pwd",), rf"(?:create|update)User\([^\n]{{0,200}}?(?<!\w)pwd[\"']?[ \t]*:[ \t]*{_QUOTED}"
+    ),
+    _rule(
+        ("changeuserpassword",),
+        rf"changeUserPassword\([ \t]*(?:'[^'\n]{{1,64}}'|\"[^\"\n]{{1,64}}\")[ \t]*,[ \t]*{_QUOTED}",
+    ),
+    # Redis's password directives: a redis.conf line, a flag (in a compose list too).
+    _rule(
+        ("requirepass", "masterauth"),
+        r"^[ \t]*(?:requirepass|masterauth)[ \t]+(?P<v>'[^'\n]+'|\"[^\"\n]+\"|\S+)[ \t]*\r?$",
+        flags=re.MULTILINE,
+    ),
+    _rule(
+        ("requirepass", "masterauth"),
+        r"--(?:requirepass|masterauth)(?:[ \t]+|=|[\"'][ \t]*,[ \t]*)"
+        r"(?P<v>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"|;&<>\]]+)",
+    ),
+    # Windows and embedded-device tools, message brokers, tunnels, Wi-Fi.
+    _rule((" -pw",), rf"{_CMD}(?:plink|pscp|psftp)(?:\.exe)?{_GAP}-pw[ \t]+{_VALUE}"),
+    _rule(
+        ("net use",),
+        r"(?<![\w-])net[ \t]+use[ \t]+(?:[A-Za-z]:|\*)[ \t]+\\\\\S+[ \t]+"
+        r"(?P<v>[^\s/'\"|;&<>]\S*|'[^'\n]+'|\"[^\"\n]+\")[ \t]+/user:",
+        flags=re.IGNORECASE,
+    ),
+    _rule((" -p", "--password"), rf"{_CMD}az[ \t]+login{_GAP}(?:-p|--password)[ \t=]+{_VALUE}"),
+    _rule(
+        ("alias set", "host add"),
+        rf"{_CMD}mc[ \t]+(?:alias[ \t]+set|config[ \t]+host[ \t]+add)[ \t]+\S+[ \t]+https?://\S+"
+        rf"[ \t]+\S+[ \t]+{_VALUE}",
+    ),
+    _rule((" -u",), rf"{_CMD}lftp{_GAP}-u[ \t]+['\"]?[^\s,'\"]{{1,64}},{_VALUE}"),
+    _rule(
+        (" -p",), rf"{_CMD}(?:mosquitto_(?:pub|sub|rr)|rdesktop|racadm){_GAP}-[Pp][ \t]+{_VALUE}"
+    ),
+    _rule((" -b",), rf"{_CMD}mosquitto_passwd[ \t]+-b[ \t]+\S+[ \t]+\S+[ \t]+{_VALUE}"),
+    _rule(
+        ("add_user", "change_password"),
+        rf"{_CMD}rabbitmqctl[ \t]+(?:add_user|change_password)[ \t]+\S+[ \t]+{_VALUE}",
+    ),
+    _rule(("-password",), rf"{_CMD}influx{_GAP}-password[ \t]+{_VALUE}"),
+    _rule((" -p",), rf"{_CMD}pihole[ \t]+-a[ \t]+-p[ \t]+{_VALUE}"),
+    _rule(
+        ("authtoken",),
+        rf"{_CMD}ngrok[ \t]+(?:config[ \t]+add-authtoken|authtoken)[ \t]+{_VALUE}",
+        kind="api_token",
+    ),
+    _rule(
+        ("wpa_passphrase",),
+        rf"{_CMD}wpa_passphrase[ \t]+(?:'[^'\n]+'|\"[^\"\n]+\"|\S+)[ \t]+{_VALUE}",
+    ),
+    _rule(
+        ("password", "psk"),
+        rf"{_CMD}nmcli{_GAP}(?:password|wifi-sec\.psk|802-11-wireless-security\.psk)[ \t]+{_VALUE}",
+    ),
+    _rule(
+        ("sudo -s",), rf"{_CMD}(?:echo|printf)[ \t]+(?:-n[ \t]+)?{_VALUE}[ \t]*\|[ \t]*sudo[ \t]+-S"
+    ),
+    _rule(("passwd",), rf"{_CMD}openssl[ \t]+passwd(?:[ \t]+-\w+)*[ \t]+(?!-){_VALUE}"),
+    _rule(("storepasswd",), rf"{_CMD}x11vnc{_GAP}-storepasswd[ \t]+{_VALUE}"),
     _rule(
         (" -a ", "--auth"),
         rf"{_CMD}https?{_GAP}(?:-a|--auth)[ \t]+[^\s:'\"]+:{_VALUE}",

@@ -107,6 +107,15 @@ _VARIABLE = re.compile(r"[ \t]*variable[ \t]+\"(?P<key>[A-Za-z_][\w.-]{0,79})\"[
 _ITEM = re.compile(r"(?P<indent>[ \t]*)-[ \t]+[\"']?(?P<v>[^\s\"'#][^\s\"']{0,500})[\"']?[ \t]*\r?")
 _SCALAR = re.compile(r"(?P<indent>[ \t]+)(?P<v>[^\s#][^\s]{0,500})[ \t]*\r?")
 _DEFAULT = re.compile(r"[ \t]*default[ \t]*=[ \t]*\"(?P<v>[^\"\n]{1,500})\"[ \t]*\r?")
+# A Kubernetes, compose or CI environment entry: ``- name: DB_PASSWORD`` and, on a line
+# below, ``value: …``.
+_NAME_ENTRY = re.compile(
+    r"[ \t]*(?:-[ \t]+)?name[ \t]*:[ \t]*[\"']?(?P<key>[A-Za-z_][\w.-]{0,79})[\"']?[ \t]*\r?"
+)
+_ENTRY_VALUE = re.compile(
+    r"[ \t]*value[ \t]*:[ \t]*(?P<q>[\"']?)(?P<v>[^\s\"'#][^\s\"']{0,500})(?P=q)[ \t]*\r?"
+)
+_ENTRY_LINES = 2  # its value: on the next line, or after one other field
 _BELOW_LINES = 8  # a variable block's lines read for its default; a list's items
 
 
@@ -132,6 +141,13 @@ def _below_edits(text: str, start: int, end: int) -> list[Edit]:
                 break
             if (m := _DEFAULT.fullmatch(text, a, b)) and (kind := _judged(var["key"], m["v"])):
                 edits.append((m.start("v"), m.end("v"), marker(kind)))
+        return edits
+    if (entry := _NAME_ENTRY.fullmatch(text, start, end)) is not None:
+        for (a, b), _ in zip(_lines_after(text, end), range(_ENTRY_LINES), strict=False):
+            m = _ENTRY_VALUE.fullmatch(text, a, b)
+            if m is not None and (kind := _judged(entry["key"], m["v"])):
+                edits.append((m.start("v"), m.end("v"), marker(kind)))
+                break
         return edits
     head = _KEY_ABOVE.fullmatch(text, start, end)
     if head is None or classify_key(head["key"]) is None:

@@ -32,8 +32,8 @@ from retriever.redact.values import HEXLIKE, UUID
 
 SPACES = r"[ \t]+"  # a space between the words of a label
 _PW_LABEL = (
-    r"pass(?:word|phrase|code|wd)s?|pwd|pw|pass(?=[ \t]*[:=]|[ \t]+(?:is|was|est)\b)"
-    r"|mots?"
+    r"pass(?:word|phrase|code|wd)s?|pwd|pswd|pw|p/w|pass(?=[ \t]*[:=]|[ \t]+(?:is|was|est)\b)"
+    r"|mot-de-passe|motdepasse|mots?"
     + SPACES
     + r"de"
     + SPACES
@@ -97,6 +97,8 @@ _LABEL_HINTS = (
     "pass",
     "mdp",
     "pw",
+    "pswd",
+    "p/w",
     "wifi",
     "wi-fi",
     "code d",
@@ -147,6 +149,7 @@ VALUE_TRIM = ".,;:)]}\"'`*”»’"
 # the value redacted last is part of it (see redact_prose).
 # Past a value that ends its line: a full stop, a closing quote or emphasis, blanks.
 _ENDS_LINE = re.compile(r"[.!`\"'*_”»’)\]]{0,3}[ \t]*\r?")
+_HEADING = re.compile(r"[ \t]{0,3}#{1,6}[ \t]")
 _WIFI_WORDS = re.compile(r"wi-?fi|wlan|ssid|wpa|r[ée]seau|network|livebox|freebox|hotspot")
 _VALUE_REST = re.compile(r"(?:[^\s`\"'*”»’<>|]|\*(?=[^\s*`\"'”»’<>|]))*")
 # What may follow a label that ends its line: a colon, emphasis, a closing bracket.
@@ -325,7 +328,8 @@ def _edit_below(text: str, label: re.Match[str], tail: str, end: int, tier: str)
     """A label alone on its line, the value alone on the next. A colon, bold or a heading
     says the value is coming; a bare label at a line's end needs a strict value."""
     kind, ok = CHECKS[tier]
-    explicit = ":" in tail or "*" in tail or text[label.start() - 2 : label.start()] == "# "
+    line_start = text.rfind("\n", 0, label.start()) + 1
+    explicit = ":" in tail or "*" in tail or _HEADING.match(text, line_start) is not None
     if tier.startswith("weak") and not explicit:
         return None
     below = _next_line(text, end)
@@ -334,7 +338,14 @@ def _edit_below(text: str, label: re.Match[str], tail: str, end: int, tier: str)
         if app is not None:  # "App password:" and the four words below
             return app.start("v"), app.end("v"), marker(kind)
     found = _next_line_value(text, below)
-    if found is None or not ok(found[1][:200], not explicit):
+    if found is None:
+        return None
+    value = found[1][:200]
+    # Under an explicit password label (a colon, bold, a heading) a value alone on its line
+    # ends it: judged as one ending its line after a separator is.
+    if not ok(value, not explicit) and not (
+        explicit and tier == "password" and ending_password_ok(value)
+    ):
         return None
     return found[0], found[0] + len(found[1]), marker(kind)
 

@@ -148,7 +148,10 @@ def ending_password_ok(v: str) -> bool:
         return False
     if _not_a_value(v) and not v.isdigit():
         return False
-    return not (_is_name(v) and len(_NAME_PIECE.findall(v)) > 1)
+    # Several words run together in lower case with digits (mimi2012chat) are a password;
+    # a name writes its words apart (ReadWrite2Mode, Win32_UserAccount, HomeNet-5G).
+    lower_run = v.isalnum() and v.islower()
+    return lower_run or not (_is_name(v) and len(_NAME_PIECE.findall(v)) > 1)
 
 
 def key_material_ok(v: str, strict: bool) -> bool:

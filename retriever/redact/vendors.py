@@ -519,11 +519,12 @@ HEADER_RULES: tuple[Rule, ...] = (
         group="v",
         check=userpass_b64,
     ),
-    # scheme://user:password@host; the password runs to the last '@' before the host.
+    # scheme://user:password@host; the password runs to the last '@' before the host. A
+    # '#' in it is the password's (people do not escape it), not a fragment.
     rule(
         "url_password",
         r"://(?<=[A-Za-z0-9+.\-]://)"
-        r"(?P<user>[^\s:@/?#\[\]\"'<>]{0,256}):(?P<v>[^\s/?#\"'<>]{1,256})@(?=[^\s@/?#\"'<>])",
+        r"(?P<user>[^\s:@/?#\[\]\"'<>]{0,256}):(?P<v>[^\s/?\"'<>]{1,256})@(?=[^\s@/?#\"'<>])",
         ("://",),
         group="v",
         check=password_ok,
