@@ -157,3 +157,132 @@ def test_words_run_together_with_digits() -> None:
 )
 def test_abbreviations_and_headings_without_a_password_stay(text: str) -> None:
     assert redact(text) == (text, {})
+
+
+# --- web servers, HAProxy, Postfix ----------------------------------------------------------
+
+
+def token(n: int = 32) -> str:
+    while True:
+        s = "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(n))
+        if all(any(c in g for c in s) for g in (string.ascii_lowercase, string.ascii_uppercase)):
+            return s
+
+
+@pytest.mark.parametrize(
+    ("template", "kind"),
+    [
+        ("proxy_set_header X-Api-Key {v};", "secret"),
+        ('set $api_key "{v}";', "secret"),
+        ('RequestHeader set X-API-Key "{v}"', "secret"),
+        ("fastcgi_param DB_PASSWORD {v};", "password"),
+        ("SetEnv DB_PASSWORD {v}", "password"),
+        ("userlist admins\n  user admin insecure-password {v}\n", "password"),
+        ("listen stats\n  stats auth admin:{v}\n", "password"),
+        ("[smtp.gmail.com]:587    bob@gmail.com:{v}\n", "password"),
+    ],
+)
+def test_server_directives(template: str, kind: str) -> None:
+    check(template, kind=kind, value=token())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;",
+        "fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;",
+        "set $upstream_key http://backend;",
+    ],
+)
+def test_server_directives_without_a_secret_stay(text: str) -> None:
+    assert redact(text) == (text, {})
+
+
+# --- vendor tokens, and hex after a named token ----------------------------------------------
+
+
+def _hex(n: int) -> str:
+    return secrets.token_hex(n // 2)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: "sk_" + _hex(48),  # ElevenLabs
+        lambda: "re_" + token(8) + "_" + token(24),  # Resend
+        lambda: "squ_" + _hex(40),  # SonarQube
+        lambda: "sgp_" + _hex(40),  # Sourcegraph
+        lambda: "y0_" + token(56),  # Yandex
+        lambda: "vk1.a." + token(80),  # VK
+        lambda: "act." + token(60),  # TikTok
+        lambda: "cio" + token(32),  # crates.io
+        lambda: (
+            "oauth:" + "".join(secrets.choice(string.ascii_lowercase) for _ in range(26)) + "a1b2"
+        ),
+        lambda: "s." + token(24),  # HashiCorp Vault, before 1.10
+        lambda: "AAAA" + token(7) + ":APA91b" + token(134),  # Firebase Cloud Messaging
+    ],
+)
+def test_more_vendor_tokens(make: object) -> None:
+    value = make()  # type: ignore[operator]
+    check("Here is the new one: {v} - rotate in March", kind="api_token", value=value)
+
+
+@pytest.mark.parametrize("template", ["Datadog API key {v}", "Gitea access token {v}"])
+def test_hex_right_after_a_named_token(template: str) -> None:
+    check(template, kind="secret", value=_hex(40))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "See docs s.Some.thing and s.abcdefghijklmnopqrstuvwx here.",
+        "cio is the chief information officer; oauth:token flows",
+        "re_search_engine_optimization_tips",
+        "The API key sha256 is e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    ],
+)
+def test_lookalikes_stay(text: str) -> None:
+    assert redact(text) == (text, {})
+
+
+# --- PEM with a word processor's dashes, tables -----------------------------------------------
+
+
+def test_a_private_key_block_whose_dashes_became_en_and_em_dashes() -> None:
+    import base64
+
+    body = [base64.b64encode(secrets.token_bytes(48)).decode() for _ in range(2)]
+    label = "RSA PRIV" + "ATE KEY"
+    text = f"\u2014\u2013BEGIN {label}\u2014\u2013\n{body[0]}\n{body[1]}\n\u2014\u2013END {label}\u2014\u2013\n"
+    assert redact(text) == ("[REDACTED:private_key]\n\n\n\n", {"private_key": 1})
+
+
+@pytest.mark.parametrize(
+    ("header", "value", "kind"),
+    [
+        ("| Site | Identifiant | Mot de passe |", "x | {v}", "password"),
+        ("| Account | Secret |", "{v}", "password"),
+        ("| Door | Code |", "{v}", "pin"),
+    ],
+)
+def test_table_columns(header: str, value: str, kind: str) -> None:
+    secret = (
+        str(1000 + secrets.randbelow(9000)) if kind == "pin" else word_and_number().lower() + "ab"
+    )
+    cells = header.count("|") - 1
+    row = "| a | " + value.format(v=secret) + " |" if cells > 1 else "| " + value + " |"
+    text = f"{header}\n|{'---|' * cells}\n{row}\n"
+    assert redact(text) == (text.replace(secret, f"[REDACTED:{kind}]"), {kind: 1})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "| Language | Code |\n|---|---|\n| French | 1036 |\n",
+        "| Error | Code |\n|---|---|\n| Timeout | 4081 |\n",
+        "| Site | Password |\n|---|---|\n| NAS | required |\n",
+    ],
+)
+def test_tables_without_a_secret_stay(text: str) -> None:
+    assert redact(text) == (text, {})

@@ -158,6 +158,14 @@ _RULES: tuple[_Rule, ...] = (
         r"--(?:requirepass|masterauth)(?:[ \t]+|=|[\"'][ \t]*,[ \t]*)"
         r"(?P<v>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"|;&<>\]]+)",
     ),
+    # HAProxy's user lists and stats page; Postfix's sasl_passwd ("[host]:port user:pw").
+    _rule(("insecure-password",), r"(?<![\w-])insecure-password[ \t]+" + _VALUE),
+    _rule(("stats auth",), r"(?<![\w-])stats[ \t]+auth[ \t]+[^\s:]{1,64}:" + _VALUE),
+    _rule(
+        ("]:",),
+        r"^[ \t]*\[[\w.-]{1,253}\]:\d{1,5}[ \t]+[^\s:]{1,128}:(?P<v>\S+)[ \t]*\r?$",
+        flags=re.MULTILINE,
+    ),
     # Windows and embedded-device tools, message brokers, tunnels, Wi-Fi.
     _rule((" -pw",), rf"{_CMD}(?:plink|pscp|psftp)(?:\.exe)?{_GAP}-pw[ \t]+{_VALUE}"),
     _rule(
@@ -211,9 +219,12 @@ _RULES: tuple[_Rule, ...] = (
 # Dockerfile `ENV KEY value` and fish `set -gx KEY value`: the key decides, as in ``KEY=value``.
 _ENV_SPACED = re.compile(
     r"^(?:[ \t]*(?:[>*+-]|<!--))*[ \t]*"  # in a list item, a quote or a comment too
-    r"(?:ENV[ \t]+|set[ \t]+(?:-[a-zA-Z]+[ \t]+)+|setx[ \t]+)(?P<key>[A-Za-z_]\w*)[ \t]+"
-    + _VALUE
-    + r"[ \t]*(?:-->)?[ \t]*\r?$",
+    r"(?:ENV[ \t]+|set[ \t]+(?:-[a-zA-Z]+[ \t]+)+|setx[ \t]+"
+    # nginx and Apache: an environment parameter, a request header, a variable.
+    r"|(?:fastcgi_param|uwsgi_param|scgi_param|SetEnv)[ \t]+"
+    r"|(?:proxy_set_header|add_header|RequestHeader[ \t]+set|Header[ \t]+set)[ \t]+(?=X-)"
+    r"|set[ \t]+\$)"
+    r"(?P<key>[A-Za-z_][\w-]*)[ \t]+" + _VALUE + r"[ \t]*;?[ \t]*(?:-->)?[ \t]*\r?$",
     re.MULTILINE,  # matched at a line's start, $ is its end
 )
 
@@ -259,7 +270,9 @@ def redact_commands(note: Note, counts: Counter[str]) -> str:
                 start, end, v = _value(text, m)
                 if _secret_ok(v) and (rule.words_ok or not is_wordy(v)):
                     edits.append((start, end, marker(rule.kind)))
-    for line_start, line_end in note.lines(("env ", "set -", "setx ")):
+    for line_start, line_end in note.lines(
+        ("env ", "set -", "setx ", "_param ", "header ", "set $")
+    ):
         edit = _spaced_assignment(text, line_start, line_end)
         if edit is not None:
             edits.append(edit)

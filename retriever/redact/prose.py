@@ -149,6 +149,7 @@ VALUE_TRIM = ".,;:)]}\"'`*”»’"
 # the value redacted last is part of it (see redact_prose).
 # Past a value that ends its line: a full stop, a closing quote or emphasis, blanks.
 _ENDS_LINE = re.compile(r"[.!`\"'*_”»’)\]]{0,3}[ \t]*\r?")
+_HEX_AFTER = re.compile(r"[ \t]+(?P<v>[0-9a-f]{32}(?:[0-9a-f]{8}|[0-9a-f]{32})?)(?![\w-])")
 _HEADING = re.compile(r"[ \t]{0,3}#{1,6}[ \t]")
 _WIFI_WORDS = re.compile(r"wi-?fi|wlan|ssid|wpa|r[ée]seau|network|livebox|freebox|hotspot")
 _VALUE_REST = re.compile(r"(?:[^\s`\"'*”»’<>|]|\*(?=[^\s*`\"'”»’<>|]))*")
@@ -292,6 +293,10 @@ def _labelled_edit(
         edit = _after_with(text, label, end, ok, last, of=w.group("art") in ("a", "an"))
         if edit is not None:
             return edit
+    if tier == "token" and (hexed := _HEX_AFTER.match(text, label.end(), end)) is not None:
+        # "Datadog API key 92ce…", "Gitea access token 5d16…": hex right after a named
+        # token is the token (a hash would be named as one).
+        return hexed.start("v"), hexed.end("v"), marker(kind)
     return _unseparated_edit(text, label, end, kind, ok, last)
 
 

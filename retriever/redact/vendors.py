@@ -217,6 +217,16 @@ _PREFIXED: tuple[tuple[tuple[str, ...], str, str, str], ...] = (
     ),
     (("shippo_",), "shippo_", r"(?:live|test)_[a-f0-9]{40}", _W),
     (("fio-",), "fio-u-", r"[A-Za-z0-9_=-]{64}", _W),  # Frame.io
+    (("sk_",), "sk_", r"[a-f0-9]{48}", _W),  # ElevenLabs
+    (("re_",), "re_", r"[A-Za-z0-9]{8}_[A-Za-z0-9]{24}", _W),  # Resend
+    (("squ_", "sqp_", "sqa_"), "sq[upa]_", r"[a-f0-9]{40}", _W),  # SonarQube
+    (("sgp_",), "sgp_", r"(?:local_)?[a-f0-9]{40}", _W),  # Sourcegraph
+    (("y0_",), "y0_", r"[A-Za-z0-9_-]{50,}", _W),  # Yandex OAuth
+    (("vk1.",), r"vk1\.a\.", r"[A-Za-z0-9_-]{60,}", _WD),  # VK
+    (("act.",), r"act\.", r"[A-Za-z0-9]{50,}", _WD),  # TikTok
+    (("=cio",), "cio", r"[A-Za-z0-9]{32}", _W),  # crates.io
+    (("=oauth:",), "oauth:", r"[a-z0-9]{30}", _W),  # Twitch chat
+    (("=s.",), r"s\.", r"[A-Za-z0-9]{24}", _WD),  # HashiCorp Vault, before 1.10
 )
 
 # Tokens whose vendor mark is not at their start, and Mailgun's too common "key-" (only in a
@@ -225,6 +235,8 @@ _MARKED: tuple[tuple[str, bool, str], ...] = (
     ("atlasv1", False, r"(?<![\w.-])[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}"),  # Terraform
     ("AZDO", False, r"(?<![A-Za-z0-9])[A-Za-z0-9]{76}AZDO[A-Za-z0-9]{4}(?![A-Za-z0-9])"),
     ("mailgun", True, _after("key-") + r"[a-f0-9]{32}" + _TOKEN_END),
+    # Firebase Cloud Messaging server key: an id, a colon, "APA91b" and the key.
+    ("APA91b", False, r"(?<![\w-])AAAA[A-Za-z0-9_-]{7}:APA91b[A-Za-z0-9_-]{100,}"),
 )
 
 
