@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 degraded (e.g. lexical only, vectors pending), 2 failed.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import functools
 import json
@@ -520,20 +521,36 @@ def search(
 
 def _from_argv(arg: str) -> str:
     """A query as the shell passed it. Bytes that are not UTF-8 reach Python as lone
-    surrogates, which the query check would drop: ``caf\\xe9`` searched as "caf". They
-    are decoded as a note's text is (cp1252, else Latin-1), and that is said on stderr."""
+    surrogates, which the query check would drop: ``caf\\xe9`` searched as "caf". Those
+    bytes, and only those, are decoded as a note's text is (cp1252, else Latin-1): the
+    UTF-8 around them stays as written. That is said on stderr."""
     if not any("\udc80" <= ch <= "\udcff" for ch in arg):
         return arg
     raw = arg.encode("utf-8", "surrogateescape")  # the bytes as given
-    try:
-        text, codec = raw.decode("cp1252"), "cp1252"
-    except UnicodeDecodeError:  # 0x81, 0x8d, 0x8f, 0x90, 0x9d: not in cp1252
-        text, codec = raw.decode("latin-1"), "Latin-1"
+    text = raw.decode("utf-8", _NOT_UTF8)
     err.print(
-        f"[yellow]⚠[/yellow] the query is not UTF-8: read as {codec}, {shown_line(repr(text))}",
+        "[yellow]⚠[/yellow] the query is not UTF-8: its other bytes read as cp1252, "
+        + shown_line(repr(text)),
         highlight=False,
     )
     return text
+
+
+def _cp1252_bytes(exc: UnicodeError) -> tuple[str, int]:
+    """Decode handler: each byte that is not UTF-8 as cp1252, else Latin-1 (0x81, 0x8d,
+    0x8f, 0x90, 0x9d are not in cp1252)."""
+    assert isinstance(exc, UnicodeDecodeError)
+    chars = []
+    for byte in exc.object[exc.start : exc.end]:
+        try:
+            chars.append(bytes([byte]).decode("cp1252"))
+        except UnicodeDecodeError:
+            chars.append(chr(byte))
+    return "".join(chars), exc.end
+
+
+_NOT_UTF8 = "retriever-cp1252-bytes"
+codecs.register_error(_NOT_UTF8, _cp1252_bytes)
 
 
 def _print_result(result: Any, explain: bool) -> None:

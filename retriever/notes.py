@@ -207,6 +207,13 @@ def _included(filt: VaultFilter, rel: str) -> bool:
     return True
 
 
+def _present(root: Path, rel: str) -> bool:
+    """Whether ``rel`` names an entry of the vault, looked at only through folders inside
+    it: a folder symlinked out of the vault must not tell what exists out there."""
+    parent = Path(os.path.realpath(root / rel)).parent
+    return within(root, parent) and os.path.lexists(root / rel)
+
+
 def safe_note_path(vault: Path | Retriever, rel: str) -> Path:
     """The real path of the vault note ``rel``, or :class:`NotePathError`.
 
@@ -221,7 +228,7 @@ def _resolve_note(vault: Path | Retriever, rel: str) -> tuple[str, Path]:
     root, filt = _vault_filter(vault)
     # A name that only looks odd (a%20b.md, a line break) is served when it is really there.
     # Included first: no probing for what exists in the folders the index never reads.
-    norm = clean_relative(rel, exists=lambda n: _included(filt, n) and os.path.lexists(root / n))
+    norm = clean_relative(rel, exists=lambda n: _included(filt, n) and _present(root, n))
     shown = _echo(norm)
     _check_included(filt, norm, shown)
 

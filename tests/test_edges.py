@@ -723,7 +723,7 @@ def test_a_query_byte_that_is_not_utf8_is_read_as_cp1252_and_said(
     done = _run(["search", latin1, "--mode", "lexical"], env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Café.md:")
-    assert "⚠ the query is not UTF-8: read as cp1252, 'café'" in done.stderr
+    assert "⚠ the query is not UTF-8: its other bytes read as cp1252, 'café'" in done.stderr
     as_json = _run(["search", "--json", "--mode", "lexical", "-q", "cr\udce8me", latin1], env)
     data = json.loads(as_json.stdout)
     assert data["queries"] == ["café", "crème"] and data["hits"][0]["path"] == "Café.md"
@@ -739,6 +739,8 @@ def test_a_byte_cp1252_lacks_is_read_as_latin1() -> None:
 
     assert _from_argv("na\udc81ve") == "na\x81ve"
     assert _from_argv("plain café") == "plain café"  # valid UTF-8 is left alone
+    # Beside a byte that is not UTF-8, valid UTF-8 stays as written (not read as cp1252).
+    assert _from_argv("café caf\udce9") == "café café"
 
 
 def test_two_vaults_or_a_home_that_is_a_file_are_one_line_each(

@@ -196,6 +196,17 @@ def test_odd_but_real_names_are_served_literally(vault_copy: Path, outside: Path
             safe_note_path(vault_copy, rel)
         messages.add(str(exc.value).replace("a%20b", "X").replace("c%20d", "X"))
     assert len(messages) == 1
+    # Nor through a folder linked out of the vault: the same answer, file there or not.
+    (outside / "sub").mkdir(exist_ok=True)
+    (outside / "sub" / "se cret%20x.md").write_text("x", encoding="utf-8")
+    (vault_copy / "link").symlink_to(outside / "sub")
+    linked = set()
+    for rel in ("link/se cret%20x.md", "link/nothere%20x.md"):
+        with pytest.raises(NotePathError) as exc:
+            safe_note_path(vault_copy, rel)
+        _assert_clean(str(exc.value), vault_copy, outside)
+        linked.add(str(exc.value).replace("se cret%20x", "X").replace("nothere%20x", "X"))
+    assert len(linked) == 1
 
 
 def test_read_note_serves_odd_names(make_app, vault_copy: Path) -> None:

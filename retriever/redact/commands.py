@@ -19,6 +19,7 @@ from retriever.redact.values import high_entropy, is_placeholder, is_wordy, look
 
 _VALUE = r"(?P<v>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"|;&<>]+)"
 _QUOTED = r"(?P<v>'[^'\n]+'|\"[^\"\n]+\")"
+_WORD = r"(?P<v>'[^'\s]+'|\"[^\"\s]+\"|[^\s'\"|;&<>]+)"  # one word: "hello world" is a message
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,16 +148,19 @@ _RULES: tuple[_Rule, ...] = (
         ("changeuserpassword",),
         rf"changeUserPassword\([ \t]*(?:'[^'\n]{{1,64}}'|\"[^\"\n]{{1,64}}\")[ \t]*,[ \t]*{_QUOTED}",
     ),
-    # Redis's password directives: a redis.conf line, a flag (in a compose list too).
+    # Redis's password directives: a redis.conf line (in a list or a quote too), a flag (in
+    # a compose list too), CONFIG SET.
     _rule(
         ("requirepass", "masterauth"),
-        r"^[ \t]*(?:requirepass|masterauth)[ \t]+(?P<v>'[^'\n]+'|\"[^\"\n]+\"|\S+)[ \t]*\r?$",
-        flags=re.MULTILINE,
+        r"^[ \t]*(?:[-*>][ \t]+)?(?:requirepass|masterauth)[ \t]+"
+        r"(?P<v>'[^'\n]+'|\"[^\"\n]+\"|\S+)[ \t]*\r?$",
+        flags=re.MULTILINE | re.IGNORECASE,
     ),
     _rule(
         ("requirepass", "masterauth"),
-        r"--(?:requirepass|masterauth)(?:[ \t]+|=|[\"'][ \t]*,[ \t]*)"
+        r"(?:--|config[ \t]+set[ \t]+)(?:requirepass|masterauth)(?:[ \t]+|=|[\"'][ \t]*,[ \t]*)"
         r"(?P<v>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"|;&<>\]]+)",
+        flags=re.IGNORECASE,
     ),
     # HAProxy's user lists and stats page; Postfix's sasl_passwd ("[host]:port user:pw").
     _rule(("insecure-password",), r"(?<![\w-])insecure-password[ \t]+" + _VALUE),
@@ -205,10 +209,13 @@ _RULES: tuple[_Rule, ...] = (
         rf"{_CMD}nmcli{_GAP}(?:password|wifi-sec\.psk|802-11-wireless-security\.psk)[ \t]+{_VALUE}",
     ),
     _rule(
-        ("sudo -s",), rf"{_CMD}(?:echo|printf)[ \t]+(?:-n[ \t]+)?{_VALUE}[ \t]*\|[ \t]*sudo[ \t]+-S"
+        ("sudo -s",), rf"{_CMD}(?:echo|printf)[ \t]+(?:-n[ \t]+)?{_WORD}[ \t]*\|[ \t]*sudo[ \t]+-S"
     ),
-    _rule(("passwd",), rf"{_CMD}openssl[ \t]+passwd(?:[ \t]+-\w+)*[ \t]+(?!-){_VALUE}"),
-    _rule(("storepasswd",), rf"{_CMD}x11vnc{_GAP}-storepasswd[ \t]+{_VALUE}"),
+    _rule(  # past its options, -salt and -in with their arguments
+        ("passwd",),
+        rf"{_CMD}openssl[ \t]+passwd(?:[ \t]+(?:-(?:salt|in)[ \t]+\S+|-\w+))*+[ \t]+(?!-){_VALUE}",
+    ),
+    _rule(("storepasswd",), rf"{_CMD}x11vnc{_GAP}-storepasswd[ \t]+(?![~/.]){_VALUE}"),
     _rule(
         (" -a ", "--auth"),
         rf"{_CMD}https?{_GAP}(?:-a|--auth)[ \t]+[^\s:'\"]+:{_VALUE}",
@@ -221,8 +228,8 @@ _ENV_SPACED = re.compile(
     r"^(?:[ \t]*(?:[>*+-]|<!--))*[ \t]*"  # in a list item, a quote or a comment too
     r"(?:ENV[ \t]+|set[ \t]+(?:-[a-zA-Z]+[ \t]+)+|setx[ \t]+"
     # nginx and Apache: an environment parameter, a request header, a variable.
-    r"|(?:fastcgi_param|uwsgi_param|scgi_param|SetEnv)[ \t]+"
-    r"|(?:proxy_set_header|add_header|RequestHeader[ \t]+set|Header[ \t]+set)[ \t]+(?=X-)"
+    r"|(?i:fastcgi_param|uwsgi_param|scgi_param|SetEnv)[ \t]+"
+    r"|(?i:proxy_set_header|add_header|RequestHeader[ \t]+set|Header[ \t]+set)[ \t]+(?=[Xx]-)"
     r"|set[ \t]+\$)"
     r"(?P<key>[A-Za-z_][\w-]*)[ \t]+" + _VALUE + r"[ \t]*;?[ \t]*(?:-->)?[ \t]*\r?$",
     re.MULTILINE,  # matched at a line's start, $ is its end
@@ -270,9 +277,8 @@ def redact_commands(note: Note, counts: Counter[str]) -> str:
                 start, end, v = _value(text, m)
                 if _secret_ok(v) and (rule.words_ok or not is_wordy(v)):
                     edits.append((start, end, marker(rule.kind)))
-    for line_start, line_end in note.lines(
-        ("env ", "set -", "setx ", "_param ", "header ", "set $")
-    ):
+    hints = ("env ", "set -", "setx ", "_param", "header", "setenv", "set $")
+    for line_start, line_end in note.lines(hints):
         edit = _spaced_assignment(text, line_start, line_end)
         if edit is not None:
             edits.append(edit)

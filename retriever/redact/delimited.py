@@ -20,9 +20,15 @@ from collections.abc import Iterator
 
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
 from retriever.redact.prose import CHECKS, LABEL_RE, label_lines
-from retriever.redact.values import is_placeholder
+from retriever.redact.values import is_placeholder, is_prose
 
 _SEPARATORS = ",;\t"
+# What a hand-kept list writes where a password goes: a state, not the password.
+STATUS_WORDS = frozenset(
+    """none same expired unchanged changed reset revoked disabled pending unknown empty
+    blank hidden sso oauth saml passkey voir vide aucun idem expire expiré inchangé
+    """.split()
+)
 _MAX_CELLS = 40  # a header row, not a line of prose with commas
 _MAX_HEADER_CELL = 40
 # Header words of the column a password belongs to (a site, a user).
@@ -35,6 +41,7 @@ _EXPORT_PASSWORD = re.compile(r"(?:login |account |user )?(?:password|passwd|pwd
 _EXPORT_OTP = re.compile(r"(?:login )?(?:totp|otp|otpauth|2fa)(?: secret| seed| key)?")
 _OTP_VALUE = re.compile(r"otpauth://\S+|[A-Z2-7 ]{16,}=*", re.IGNORECASE)
 _CLAUSE = re.compile(r"[.!?:]\s|[.!?:]$|[()]")
+_MAX_RECORD_LINES = 50  # a quoted cell of notes runs over at most this many more lines
 _FENCE = re.compile(r"[ \t]*(?:```|~~~)")
 
 
@@ -71,7 +78,9 @@ def _split(text: str, start: int, end: int, sep: str) -> list[tuple[int, int]]:
 
 
 def _normal(cell: str) -> str:
-    return re.sub(r"[_\-.]+", " ", cell.strip().strip("\"'`*")).strip()
+    """A header cell as words: "login_password", "otpSecret" -> "login password", "otp secret"."""
+    words = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", cell.strip().strip("\"'`*"))
+    return re.sub(r"[_\-.]+", " ", words).strip().lower()
 
 
 def _header_like(cell: str) -> bool:
@@ -82,6 +91,8 @@ def _header_like(cell: str) -> bool:
 def _column_tier(name: str) -> str | None:
     if _EXPORT_PASSWORD.fullmatch(name):
         return "password"
+    if name in ("cvc", "cvv", "cvc2", "cvv2", "card cvc", "card cvv", "security code"):
+        return "cvc"
     if _EXPORT_OTP.fullmatch(name):
         return "otp"
     m = LABEL_RE.fullmatch(name)
@@ -98,7 +109,7 @@ def _header(note: Note, start: int, end: int) -> tuple[str, dict[int, str], int]
     sep = max(counts, key=lambda s: counts[s])
     if not counts[sep]:
         return None
-    cells = [_normal(note.low[a:b]) for a, b in _split(note.low, start, end, sep)]
+    cells = [_normal(note.text[a:b]) for a, b in _split(note.text, start, end, sep)]
     if not 2 <= len(cells) <= _MAX_CELLS or not all(map(_header_like, cells)):
         return None
     columns = {i: tier for i, c in enumerate(cells) if (tier := _column_tier(c))}
@@ -112,25 +123,42 @@ def _cell_edit(value: str, tier: str, lenient: bool) -> str | None:
         return None
     if tier == "otp":
         return "secret" if _OTP_VALUE.fullmatch(value) else None
-    if lenient and tier == "password":
-        return "password" if len(value) >= 4 else None
+    if tier == "cvc":
+        return "payment_card" if re.fullmatch(r"\d{3,4}", value) else None
     kind, ok = CHECKS[tier]
-    return kind if " " not in value and ok(value, False) else None
+    if " " in value:  # a passphrase, judged; "in Bitwarden", "same as Netflix" are notes
+        return kind if tier == "password" and ok(value, False) and not is_prose(value) else None
+    if ok(value, False):
+        return kind
+    # Beside whom it opens, an export's password is any single token but a note about it
+    # ("expired", "(see 1Password)", "voir coffre" is spaced).
+    plain = len(value) >= 4 and value.lower() not in STATUS_WORDS and value[0] not in "(["
+    return "password" if lenient and tier == "password" and plain else None
+
+
+def _line_at(text: str, start: int) -> tuple[int, int, int]:
+    """(start, end without its "\\r", where the next line starts) of the line at ``start``."""
+    stop = text.find("\n", start)
+    stop = len(text) if stop < 0 else stop
+    return start, stop - (text[stop - 1 : stop] == "\r"), stop + 1
 
 
 def _rows(text: str, end: int) -> Iterator[tuple[int, int]]:
-    """The lines after the header that ends at ``end``, to a blank line or a fence (read
-    lazily: the caller stops at the first line without the separator)."""
-    pos = end
-    while (newline := text.find("\n", pos)) >= 0:
-        start = newline + 1
-        stop = text.find("\n", start)
-        stop = len(text) if stop < 0 else stop
-        line_end = stop - (text[stop - 1 : stop] == "\r")
+    """The records after the header that ends at ``end``, to a blank line or a fence (read
+    lazily: the caller stops at the first one without the separator). A record whose
+    quoted cell holds line breaks (an export's notes) runs on to where its quotes close."""
+    pos = end + 1
+    while pos <= len(text) and end < len(text):
+        start, line_end, pos = _line_at(text, pos)
         if not text[start:line_end].strip() or _FENCE.match(text, start, line_end):
             return
+        quotes = text.count('"', start, line_end)
+        for _ in range(_MAX_RECORD_LINES):
+            if quotes % 2 == 0 or pos > len(text):
+                break
+            _, line_end, pos = _line_at(text, pos)
+            quotes += text.count('"', text.rfind("\n", 0, line_end) + 1, line_end)
         yield start, line_end
-        pos = stop
 
 
 def redact_delimited(note: Note, counts: Counter[str]) -> str:
@@ -148,8 +176,10 @@ def redact_delimited(note: Note, counts: Counter[str]) -> str:
                 break
             read = row_end
             cells = _split(text, row_start, row_end, sep)
-            # Lenient only in a row of the header's shape: an export's record.
-            lenient = width == len(cells)
+            # Lenient only in a record of the header's shape (an empty cell more or less
+            # at its end: a trailing separator).
+            shape = len(cells) - (len(cells) > 1 and cells[-1][0] == cells[-1][1])
+            lenient = width in (len(cells), shape)
             for i, tier in columns.items():
                 if i < len(cells) and (kind := _cell_edit(text[slice(*cells[i])], tier, lenient)):
                     edits.append((*cells[i], marker(kind)))

@@ -97,6 +97,11 @@ _LONE_TOKEN = re.compile(
 )
 
 
+# What a signature or a message puts under an address: "Ref:INV-42", "Order#12345",
+# "Tel:06…", "@handle", "PGP:0x…", "Fwd:…".
+_REFERENCE = re.compile(r"@|[A-Za-z]{2,12}[#:°]")
+
+
 def _below_email(text: str, start: int, end: int) -> Edit | None:
     """The password alone on the line under an e-mail address alone on its line."""
     if _EMAIL_LINE.fullmatch(text, start, end) is None or end >= len(text):
@@ -104,7 +109,10 @@ def _below_email(text: str, start: int, end: int) -> Edit | None:
     below = end + 1 if text[end] == "\n" else end
     stop = text.find("\n", below)
     m = _LONE_TOKEN.fullmatch(text, below, len(text) if stop < 0 else stop)
-    if m is None or m.group("v").startswith(MARK) or not _strong(m.group("v")):
+    if m is None:
+        return None
+    value = m.group("v")
+    if value.startswith(MARK) or _REFERENCE.match(value) or not _strong(value):
         return None
     return m.start("v"), m.end("v"), marker("password")
 

@@ -7,8 +7,8 @@ from collections import Counter
 
 from retriever.redact.core import BREAK_RE, Edit, marker, splice
 
-# Five dashes, or what a word processor made of them (en and em dashes, two to six).
-_D5 = "[-\u2010-\u2015]{2,6}"  # not a literal key header in this file
+# Five dashes, or what a word processor made of them (en and em dashes, minus signs).
+_D5 = "[-\u2010-\u2015\u2212]{1,6}"  # not a literal key header in this file
 
 _PEM_LABEL = r" [A-Z0-9 ]{0,40}?PRIV" + r"ATE KEY(?: BLOCK)?"
 

@@ -151,7 +151,11 @@ VALUE_TRIM = ".,;:)]}\"'`*”»’"
 _ENDS_LINE = re.compile(r"[.!`\"'*_”»’)\]]{0,3}[ \t]*\r?")
 _HEX_AFTER = re.compile(r"[ \t]+(?P<v>[0-9a-f]{32}(?:[0-9a-f]{8}|[0-9a-f]{32})?)(?![\w-])")
 _HEADING = re.compile(r"[ \t]{0,3}#{1,6}[ \t]")
-_WIFI_WORDS = re.compile(r"wi-?fi|wlan|ssid|wpa|r[ée]seau|network|livebox|freebox|hotspot")
+# Words that name a Wi-Fi network ("network" and "réseau" alone name too much else).
+_WIFI_WORDS = re.compile(
+    r"(?<![\w-])(?:wi-?fi|ssid|wpa2?|wpa3|livebox|freebox|bbox|hotspot"
+    r"|network[ \t]+name|nom[ \t]+du[ \t]+r[ée]seau)(?![a-z0-9])"  # Freebox-AB12 too
+)
 _VALUE_REST = re.compile(r"(?:[^\s`\"'*”»’<>|]|\*(?=[^\s*`\"'”»’<>|]))*")
 # What may follow a label that ends its line: a colon, emphasis, a closing bracket.
 # Each run of blanks follows a token it needs: no two runs can split one (linear time).
@@ -212,6 +216,9 @@ CHECKS: dict[str, tuple[str, _Check]] = {
     "weak_key": ("secret", lambda v, _: not HEXLIKE.fullmatch(v) and key_material_ok(v, True)),
     # A bare "token"/"secret" names ids and nonces too: no UUID there.
     "weak_token": ("secret", lambda v, _: not UUID.fullmatch(v) and token_ok(v, False)),
+    # A bare "Key:" under a Wi-Fi network: its password, but not a list of bands
+    # ("2.4GHz/5GHz").
+    "wifi_key": ("password", lambda v, strict: "/" not in v and password_ok(v, strict)),
 }
 
 
@@ -259,7 +266,7 @@ def _labelled_edit(
 ) -> Edit | None:
     tier = label.lastgroup or "password"
     if tier == "weak_key" and wifi():
-        tier = "password"
+        tier = "wifi_key"
     kind, ok = CHECKS[tier]
     tail = _LABEL_TAIL.fullmatch(text, label.end(), end)
     if tail is not None:  # "**Wi-Fi password:**" ends its line: the value is below
@@ -275,7 +282,7 @@ def _labelled_edit(
         if found is None or _inside(last, found[0]):
             return None
         if not ok(found[1], False) and not (
-            tier == "password"
+            label.lastgroup == "password"  # not a Wi-Fi "Key:", read as a password
             and "code" not in label.group()  # access and Wi-Fi codes: the PIN rules' own
             and _ENDS_LINE.fullmatch(text, found[0] + len(found[1]), end)
             and ending_password_ok(found[1])
@@ -346,10 +353,12 @@ def _edit_below(text: str, label: re.Match[str], tail: str, end: int, tier: str)
     if found is None:
         return None
     value = found[1][:200]
-    # Under an explicit password label (a colon, bold, a heading) a value alone on its line
-    # ends it: judged as one ending its line after a separator is.
+    # Under an explicit password label (a colon, bold, a heading naming one password) a
+    # value alone on its line ends it: judged as one ending its line after a separator is.
+    # "## Passwords", "# Mots de passe" head a section, not a value.
+    one = not label.group().endswith("s") and not label.group().startswith("mots")
     if not ok(value, not explicit) and not (
-        explicit and tier == "password" and ending_password_ok(value)
+        explicit and one and label.lastgroup == "password" and ending_password_ok(value)
     ):
         return None
     return found[0], found[0] + len(found[1]), marker(kind)

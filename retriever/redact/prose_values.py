@@ -138,13 +138,28 @@ def password_ok(v: str, strict: bool) -> bool:
     return looks_random(v) or (not v.isalnum() and alnum_classes(v) >= 2)
 
 
+# What a note says passwords are hashed, encrypted or encoded with, and ticket ids.
+_TECH_NAME = re.compile(
+    r"(?:md5|sha-?\d*|base\d+|utf-?\d+\w*|ipv[46]|ext[234]|aes-?\d*|rsa-?\d*|pbkdf2|bcrypt"
+    r"|argon2\w*|scrypt|sha\d+crypt|md5sum|sha\d*sum|gpt-?\d\w*|[mo]365|win\d+|1password\d*"
+    r"|bitwarden\d*|keepass\w*)",
+    re.IGNORECASE,
+)
+_TICKET = re.compile(r"[A-Za-z]{2,10}-\d{1,6}")
+_SHORTCUT = re.compile(r"(?:ctrl|alt|shift|cmd|command|option|opt|win|super|meta|fn)\+", re.I)
+
+
 def ending_password_ok(v: str) -> bool:
     """A password that ends its line after an explicit password label and its separator
     ("Mot de passe : hunter2", "The NAS password is Welcome1"): nothing follows to make it
     a sentence, so a short one with a digit or a symbol counts too. Not a plain word
     ("required", "Dragon"), a number of five digits or fewer (a PIN's rules judge those),
     a name of several words (HomeNet-5G, default_password) or code (getpass())."""
-    if len(v) < 4 or v.isalpha() or (v.isdigit() and len(v) <= 5) or "(" in v:
+    if len(v) < 6 or v.isalpha() or (v.isdigit() and len(v) <= 5) or "(" in v:
+        return False
+    if _SHORTCUT.match(v) or not v[0].isalnum():  # Ctrl+Alt+Del, §4.2, →Settings
+        return False
+    if _TECH_NAME.fullmatch(v) or _TICKET.fullmatch(v):  # "Mot de passe : AES256", PROJ-42
         return False
     if _not_a_value(v) and not v.isdigit():
         return False

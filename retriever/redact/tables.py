@@ -21,7 +21,6 @@ from collections import Counter
 
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
 from retriever.redact.prose import CHECKS, LABEL_RE, VALUE_TRIM, label_lines
-from retriever.redact.prose_values import ending_password_ok
 
 _PIPE = re.compile(r"(?<!\\)\|")
 # GFM: a delimiter cell is one hyphen or more (`|--|`, `| - |`, `|:-|` are tables too).
@@ -47,28 +46,25 @@ _PAIR_HINTS = ("cred", "identifiant")
 # A column of PINs or card security codes: only digits of a PIN's or a code's length, and
 # a PIN only beside a column of what it opens ("| Pin | Function |" numbers GPIO pins).
 _CODE_HEADERS = {
-    **dict.fromkeys(
-        ("pin", "pin code", "code pin", "passcode", "door code", "digicode", "code"), "pin"
-    ),
+    **dict.fromkeys(("pin", "pin code", "code pin", "passcode", "door code", "digicode"), "pin"),
     **dict.fromkeys(("cvc", "cvv", "cvc2", "cvv2", "cryptogramme", "security code"), "cvc"),
 }
 _PIN_OWNERS = _ACCOUNT_HEADERS | frozenset(
     "card carte bank banque phone sim door porte lock device account what".split()
 )
-# A bare "Code" column is a PIN's only beside what it opens: "| Door | Code |", not
-# "| Language | Code |" or "| Error | Code |".
-_DOOR_OWNERS = frozenset("door porte gate portail lock cadenas safe coffre alarm alarme".split())
 _CODE_CHECKS = {
     "pin": ("pin", lambda v, _: bool(re.fullmatch(r"\d{4,8}", v))),
     "cvc": ("payment_card", lambda v, _: bool(re.fullmatch(r"\d{3,4}", v))),
 }
 _CODE_HINTS = (
-    "code",  # holds "door code", "digicode", "security code"
     "pin",
     "passcode",
+    "door code",
+    "digicode",
     "cvc",
     "cvv",
     "cryptogramme",
+    "security code",
 )
 _CELL_PAIR = re.compile(
     r"[\w@.+\\-]{1,64}(?P<gap>[ \t]*)(?:/|:)[ \t]*[`\"'*]*(?P<v>[^\s`\"'*<>|/]{1,200})"
@@ -122,7 +118,7 @@ def _credential_columns(note: Note, start: int, end: int) -> dict[int, str]:
         elif _PAIR_HEADER.fullmatch(note.low, a, b):
             out[i] = "pair"
         elif (code := _CODE_HEADERS.get(note.low[a:b])) and (
-            code == "cvc" or headers & (_DOOR_OWNERS if note.low[a:b] == "code" else _PIN_OWNERS)
+            code == "cvc" or headers & _PIN_OWNERS
         ):
             out[i] = code
     return out
@@ -133,9 +129,6 @@ def _column_edits(note: Note, header: tuple[int, int]) -> tuple[list[Edit], int]
     end when it heads no table with a credential column)."""
     text = note.text
     columns = _credential_columns(note, *header)
-    # A password column beside whom or what it opens: a cell needs less to be one (the
-    # cell ends there, as a value ending its line after a label does).
-    accounts = bool({note.low[a:b] for a, b in _cells(text, *header)} & _ACCOUNT_HEADERS)
     delim = _next_line(text, header[1])
     if not columns or delim is None or not _DELIMITER.fullmatch(text, *delim):
         return [], header[1]
@@ -165,15 +158,7 @@ def _column_edits(note: Note, header: tuple[int, int]) -> tuple[list[Edit], int]
                 tier, strict = "password", not pair["gap"]
             value = text[a:b]
             kind, ok = _CODE_CHECKS[tier] if tier in _CODE_CHECKS else CHECKS[tier]
-            if (
-                value
-                and " " not in value
-                and not value.startswith(MARK)
-                and (
-                    ok(value, strict)
-                    or (columns[i] == "password" and accounts and ending_password_ok(value))
-                )
-            ):
+            if value and " " not in value and not value.startswith(MARK) and ok(value, strict):
                 edits.append((a, b, marker(kind)))
         row = _next_line(text, row[1])
     return edits, read

@@ -171,7 +171,11 @@ def userpass_b64(v: str) -> bool:
 _DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\??\.[A-Za-z_$][\w$]*)+")  # a?.b: optional chaining
 
 # A format or a variable written with "%": %s, %(password)s, %PASSWORD%, %{password}.
-_PERCENT_VARIABLE = re.compile(r"%(?:\([\w.]*\)[a-z]|[a-z]|[A-Za-z_][\w:.\-]*%|\{[^{}]*\}?)")
+# And printf's %-20s, %.2f, %05d, %ld, Go's %+v, a batch file's %~1 and %*.
+_PERCENT_VARIABLE = re.compile(
+    r"%(?:\([\w.]*\)[-+ #0]*\d*(?:\.\d+)?[a-zA-Z]|[-+ #0]*\d*(?:\.\d+)?(?:hh?|ll?|[Lqjzt])?[a-zA-Z]"
+    r"|[A-Za-z_][\w:.\-]*%|\{[^{}]*\}?|~?\d|\*)(?:\\[nrt])*"  # "%-20s\n" in a printf
+)
 
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.\-/]*|[A-Za-z]:\\\S*")
 

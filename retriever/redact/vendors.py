@@ -96,6 +96,7 @@ def apply_rule(rule: Rule, note: Note, counts: Counter[str]) -> str:
     return splice(text, edits)
 
 
+_PORT_FRAGMENT = re.compile(r"\d{1,5}#")  # http://host:8080#user@x: a port and a fragment
 _HEX_TOKEN = re.compile(r"[0-9a-f]{32,64}")
 
 
@@ -539,7 +540,7 @@ HEADER_RULES: tuple[Rule, ...] = (
         r"(?P<user>[^\s:@/?#\[\]\"'<>]{0,256}):(?P<v>[^\s/?\"'<>]{1,256})@(?=[^\s@/?#\"'<>])",
         ("://",),
         group="v",
-        check=password_ok,
+        check=lambda v: password_ok(v) and not _PORT_FRAGMENT.match(v),
     ),
     # A token as the user name: https://<token>@github.com/…, https://<token>:x-oauth-basic@…
     # (40 hex, or random in three classes: not readonly_user_2024 or an AWS key id).
