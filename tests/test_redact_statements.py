@@ -225,7 +225,7 @@ def _hex(n: int) -> str:
 )
 def test_more_vendor_tokens(make: object) -> None:
     value = make()  # type: ignore[operator]
-    check("Here is the new one: {v} - rotate in March", kind="api_token", value=value)
+    check("Here is the new Vault one: {v} - rotate in March", kind="api_token", value=value)
 
 
 @pytest.mark.parametrize("template", ["Datadog API key {v}", "Gitea access token {v}"])

@@ -130,7 +130,7 @@ _RULES: tuple[_Rule, ...] = (
     _rule(("jdbc:oracle",), r"jdbc:oracle:(?:thin|oci8?):[\w$#]{1,64}/(?P<v>[^\s@/'\"]+)@"),
     # SQL: a role's password in CREATE/ALTER USER|ROLE|LOGIN, SET PASSWORD; MongoDB's.
     _rule(
-        ("password",),
+        ("create user", "create role", "create login", "alter user", "alter role", "alter login"),
         r"(?<!\w)(?:create|alter)[ \t]+(?:user|role|login)[ \t][^\n;]{0,200}?(?<!\w)password"
         rf"[ \t]*=?[ \t]*N?{_QUOTED}",
         flags=re.IGNORECASE,
@@ -178,23 +178,26 @@ _RULES: tuple[_Rule, ...] = (
         r"(?P<v>[^\s/'\"|;&<>]\S*|'[^'\n]+'|\"[^\"\n]+\")[ \t]+/user:",
         flags=re.IGNORECASE,
     ),
-    _rule((" -p", "--password"), rf"{_CMD}az[ \t]+login{_GAP}(?:-p|--password)[ \t=]+{_VALUE}"),
+    _rule(("az login",), rf"{_CMD}az[ \t]+login{_GAP}(?:-p|--password)[ \t=]+{_VALUE}"),
     _rule(
         ("alias set", "host add"),
         rf"{_CMD}mc[ \t]+(?:alias[ \t]+set|config[ \t]+host[ \t]+add)[ \t]+\S+[ \t]+https?://\S+"
         rf"[ \t]+\S+[ \t]+{_VALUE}",
     ),
-    _rule((" -u",), rf"{_CMD}lftp{_GAP}-u[ \t]+['\"]?[^\s,'\"]{{1,64}},{_VALUE}"),
+    _rule(("lftp",), rf"{_CMD}lftp{_GAP}-u[ \t]+['\"]?[^\s,'\"]{{1,64}},{_VALUE}"),
     _rule(
-        (" -p",), rf"{_CMD}(?:mosquitto_(?:pub|sub|rr)|rdesktop|racadm){_GAP}-[Pp][ \t]+{_VALUE}"
+        ("mosquitto_", "rdesktop", "racadm"),
+        rf"{_CMD}(?:mosquitto_(?:pub|sub|rr)|rdesktop|racadm){_GAP}-[Pp][ \t]+{_VALUE}",
     ),
-    _rule((" -b",), rf"{_CMD}mosquitto_passwd[ \t]+-b[ \t]+\S+[ \t]+\S+[ \t]+{_VALUE}"),
     _rule(
-        ("add_user", "change_password"),
+        ("mosquitto_passwd",), rf"{_CMD}mosquitto_passwd[ \t]+-b[ \t]+\S+[ \t]+\S+[ \t]+{_VALUE}"
+    ),
+    _rule(
+        ("rabbitmqctl",),
         rf"{_CMD}rabbitmqctl[ \t]+(?:add_user|change_password)[ \t]+\S+[ \t]+{_VALUE}",
     ),
-    _rule(("-password",), rf"{_CMD}influx{_GAP}-password[ \t]+{_VALUE}"),
-    _rule((" -p",), rf"{_CMD}pihole[ \t]+-a[ \t]+-p[ \t]+{_VALUE}"),
+    _rule(("influx",), rf"{_CMD}influx{_GAP}-password[ \t]+{_VALUE}"),
+    _rule(("pihole",), rf"{_CMD}pihole[ \t]+-a[ \t]+-p[ \t]+{_VALUE}"),
     _rule(
         ("authtoken",),
         rf"{_CMD}ngrok[ \t]+(?:config[ \t]+add-authtoken|authtoken)[ \t]+{_VALUE}",
@@ -205,14 +208,14 @@ _RULES: tuple[_Rule, ...] = (
         rf"{_CMD}wpa_passphrase[ \t]+(?:'[^'\n]+'|\"[^\"\n]+\"|\S+)[ \t]+{_VALUE}",
     ),
     _rule(
-        ("password", "psk"),
+        ("nmcli",),
         rf"{_CMD}nmcli{_GAP}(?:password|wifi-sec\.psk|802-11-wireless-security\.psk)[ \t]+{_VALUE}",
     ),
     _rule(
         ("sudo -s",), rf"{_CMD}(?:echo|printf)[ \t]+(?:-n[ \t]+)?{_WORD}[ \t]*\|[ \t]*sudo[ \t]+-S"
     ),
     _rule(  # past its options, -salt and -in with their arguments
-        ("passwd",),
+        ("openssl passwd",),
         rf"{_CMD}openssl[ \t]+passwd(?:[ \t]+(?:-(?:salt|in)[ \t]+\S+|-\w+))*+[ \t]+(?!-){_VALUE}",
     ),
     _rule(("storepasswd",), rf"{_CMD}x11vnc{_GAP}-storepasswd[ \t]+(?![~/.]){_VALUE}"),

@@ -31,6 +31,7 @@ STATUS_WORDS = frozenset(
 )
 _MAX_CELLS = 40  # a header row, not a line of prose with commas
 _MAX_HEADER_CELL = 40
+_MAX_HEADER_LINE = 2000
 # Header words of the column a password belongs to (a site, a user).
 _ACCOUNT_WORDS = frozenset(
     """user username login account email e-mail site service host server name title url
@@ -103,11 +104,12 @@ def _header(note: Note, start: int, end: int) -> tuple[str, dict[int, str], int]
     """(separator, column -> tier, its number of cells when a column names an account,
     else 0) of a header row."""
     line = note.low[start:end]
-    if "|" in line:
-        return None  # a markdown table: the tables stage reads it
+    if "|" in line or "(" in line or len(line) > _MAX_HEADER_LINE:
+        return None  # a markdown table (the tables stage's), a call's arguments, prose
     counts = {s: line.count(s) for s in _SEPARATORS}
     sep = max(counts, key=lambda s: counts[s])
-    if not counts[sep]:
+    # Cells of a few words each: prose with a comma or two has longer stretches between.
+    if not counts[sep] or len(line) > (counts[sep] + 1) * _MAX_HEADER_CELL or ". " in line:
         return None
     cells = [_normal(note.text[a:b]) for a, b in _split(note.text, start, end, sep)]
     if not 2 <= len(cells) <= _MAX_CELLS or not all(map(_header_like, cells)):

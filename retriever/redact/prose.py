@@ -261,11 +261,26 @@ def wifi_context(low: str, start: int, end: int) -> bool:
     return _WIFI_WORDS.search(low, top, end) is not None
 
 
+class _WifiLines:
+    """``wifi_context`` of each line, looked at once and only for a bare "Key:" on it."""
+
+    __slots__ = ("_low", "_seen")
+
+    def __init__(self, low: str) -> None:
+        self._low = low
+        self._seen: dict[int, bool] = {}
+
+    def __call__(self, start: int, end: int) -> bool:
+        if (known := self._seen.get(start)) is None:
+            known = self._seen[start] = wifi_context(self._low, start, end)
+        return known
+
+
 def _labelled_edit(
-    text: str, label: re.Match[str], end: int, last: Span, wifi: Callable[[], bool]
+    text: str, label: re.Match[str], end: int, last: Span, near_wifi: Callable[[], bool]
 ) -> Edit | None:
     tier = label.lastgroup or "password"
-    if tier == "weak_key" and wifi():
+    if tier == "weak_key" and near_wifi():
         tier = "wifi_key"
     kind, ok = CHECKS[tier]
     tail = _LABEL_TAIL.fullmatch(text, label.end(), end)
@@ -492,10 +507,10 @@ def redact_prose(note: Note, counts: Counter[str]) -> str:
     text, low = note.text, note.low
     edits: list[Edit] = []
     last: Span = (0, 0)
+    wifi = _WifiLines(low)
     for start, end in label_lines(note):
-        wifi = functools.cache(lambda a=start, b=end: wifi_context(low, a, b))  # once a line
         for label in LABEL_RE.finditer(low, start, end):
-            edit = _labelled_edit(text, label, end, last, wifi)
+            edit = _labelled_edit(text, label, end, last, functools.partial(wifi, start, end))
             if edit is not None:
                 edits.append(edit)
                 last = (edit[0], edit[1])
