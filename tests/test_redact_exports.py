@@ -310,6 +310,11 @@ def test_a_camel_case_otp_column() -> None:
     assert out.endswith(",[REDACTED:secret]\n") and counts == {"password": 1, "secret": 1}
 
 
+def test_a_note_in_an_otp_column_stays() -> None:
+    text = "username,password,totp\nbob,x,see authenticator app\n"
+    assert redact(text) == (text, {})
+
+
 def test_notes_in_a_password_column_stay() -> None:
     text = (
         "name,username,password\n"

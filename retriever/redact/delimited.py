@@ -4,12 +4,13 @@ browser's export pasted into a note, under a header that names the column.
     name,url,username,password
     GitHub,https://github.com,alice,Tr0ub4dor&3xq
 
-Every row under such a header (to the first blank line, fence or line without the
-separator) has its credential cells redacted, and only those. Beside a column of whom or
-what it opens (username, login, url, title...) a password cell is redacted whatever it
-looks like: the header says what it is, and exported passwords are often plain words.
-Without one ("field,type,description" documentation) it is judged as a value written after
-its label would be.
+Every record under such a header (to the first blank line, fence or line without the
+separator; a quoted cell may run over lines) has its credential cells redacted, and only
+those. Beside a column of whom or what it opens (username, login, url, title...) a password
+cell of one word is redacted whatever it looks like, but a state ("expired", "same"): the
+header says what it is, and exported passwords are often plain words. Without one
+("field,type,description" documentation), or spaced ("in Bitwarden"), it is judged as a
+value written after its label would be.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ _ACCOUNT_WORDS = frozenset(
 # Exports name the column after its record: "login_password" (Bitwarden), "Password".
 _EXPORT_PASSWORD = re.compile(r"(?:login |account |user )?(?:password|passwd|pwd|mot de passe)")
 _EXPORT_OTP = re.compile(r"(?:login )?(?:totp|otp|otpauth|2fa)(?: secret| seed| key)?")
-_OTP_VALUE = re.compile(r"otpauth://\S+|[A-Z2-7 ]{16,}=*", re.IGNORECASE)
+# A base32 secret has a digit from 2 to 7 ("see authenticator app" has none).
+_OTP_VALUE = re.compile(r"otpauth://\S+|(?=[A-Za-z2-7 ]*[2-7])[A-Za-z2-7 ]{16,}=*")
 _CLAUSE = re.compile(r"[.!?:]\s|[.!?:]$|[()]")
 _MAX_RECORD_LINES = 50  # a quoted cell of notes runs over at most this many more lines
 _FENCE = re.compile(r"[ \t]*(?:```|~~~)")
