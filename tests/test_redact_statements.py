@@ -310,3 +310,65 @@ def test_a_private_key_block_with_one_em_dash_or_minus_signs(dash: str) -> None:
     label = "RSA PRIV" + "ATE KEY"
     text = f"{dash}BEGIN {label}{dash}\n{body}\n{dash}END {label}{dash}\n"
     assert redact(text) == ("[REDACTED:private_key]\n\n\n", {"private_key": 1})
+
+
+# --- Cisco IOS, msmtp -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "username admin privilege 15 password 0 {v}",
+        "enable password 7 {v}",
+        "line vty 0 4\n password 7 {v}\n",
+        "snmp-server community {v} RO",
+        "crypto isakmp key {v} address 0.0.0.0",
+        "account gmail\nhost smtp.gmail.com\nuser bob@gmail.com\npassword {v}\n",
+    ],
+)
+def test_cisco_and_msmtp_configurations(template: str) -> None:
+    check(template, value=token(16))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "username admin secret 5 $1$mERr$hx5rVt7rPNoS4wqbXKX7m0",  # a hash
+        "user guide\npassword manager\n",
+        "Change your password regularly\npassword reset\n",
+        "user bob\npassword ${PASS}\n",
+    ],
+)
+def test_hashes_and_prose_under_a_user_line_stay(text: str) -> None:
+    assert redact(text) == (text, {})
+
+
+# --- seed phrases under a wallet's name or a count of words ----------------------------------
+
+
+def seed_words(n: int = 12) -> str:
+    from mnemonic import Mnemonic
+
+    return Mnemonic("english").generate(128 if n == 12 else 256)
+
+
+@pytest.mark.parametrize(
+    "template", ["Metamask: {v}\n", "12 mots : {v}\n", "Ledger 24 words:\n{v}\n", "Trezor:\n{v}\n"]
+)
+def test_a_seed_under_a_wallet_or_a_count_of_words(template: str) -> None:
+    words = seed_words(24 if "24" in template else 12)
+    text = template.format(v=words)
+    assert redact(text) == (text.replace(words, "[REDACTED:seed_phrase]"), {"seed_phrase": 1})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The ledger words are in the safe.\n",
+        "Ledger: balance 1200 EUR\n",
+        "12 words: that is how long the summary should be, roughly\n",
+        "Phantom: the opera by Andrew Lloyd Webber\n",
+    ],
+)
+def test_a_wallet_name_or_a_count_of_words_without_a_seed_stays(text: str) -> None:
+    assert redact(text) == (text, {})

@@ -51,7 +51,11 @@ _RECOVERY_LABEL = _labels(
 )
 _SEED_LABEL = _labels(
     "(?:seed|recovery|mnemonic|secret recovery|wallet|backup) phrase",
-    "seed words",
+    "(?:seed|recovery|secret|backup|wallet) words",
+    "(?:12|15|18|21|24)(?:-| )?(?:words?|mots)",
+    "mots (?:de (?:r[ée]cup[ée]ration|secours)|secrets)",
+    # A wallet's name: what follows is judged as a seed is (every word from the lists).
+    "metamask|ledger|trezor|exodus|phantom|electrum|trust wallet|coinbase wallet",
     "mnemonic(?: (?:seed|words))?",
     "seed",
     "phrase (?:de (?:r[ée]cup[ée]ration|secours)|mn[ée]monique)",
@@ -71,6 +75,8 @@ _LABELS = re.compile(
 # ("pass"). "code" holds "digicode", "codes", "security code"; "comb" "combo",
 # "combination", "combinaison"; "cv" "cvv" and "cvc"; "pass" "passcode" and "passphrase".
 _HINTS = ("pin", "puk", "code", "comb", "seed", "mnemonic", "phrase", "pass", "cv", "card")
+# Seed phrases under a wallet's name or a count of words (their lines only).
+_SEED_HINTS = ("words", "mots", "metamask", "ledger", "trezor", "exodus", "phantom", "electrum")
 
 # Words between the label and its separator ("for my bank card", "(Visa ending 1234)",
 # "de la carte SIM"): a bracketed aside, or a word with no digit (a number there is the
@@ -358,7 +364,7 @@ def redact_codes(note: Note, counts: Counter[str]) -> str:
     text, low = note.text, note.low
     edits: list[Edit] = []
     read_to = -1
-    for start, end in note.lines(_HINTS):
+    for start, end in note.lines(_HINTS + _SEED_HINTS):
         for label in _LABELS.finditer(low, start, end):
             if label.start() < read_to:
                 continue  # in the lines a label above has read

@@ -162,6 +162,22 @@ _RULES: tuple[_Rule, ...] = (
         r"(?P<v>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"|;&<>\]]+)",
         flags=re.IGNORECASE,
     ),
+    # Cisco IOS: a plain (type 0) or reversible (type 7) password or key, an SNMP
+    # community, an IKE pre-shared key. Types 5, 8 and 9 are hashes and stay.
+    _rule(
+        ("password", "secret", "key"),
+        r"^[ \t]*(?:username[ \t]+\S+(?:[ \t]+privilege[ \t]+\d+)?[ \t]+(?:password|secret)"
+        r"|enable[ \t]+password|password|key)[ \t]+[07][ \t]+(?P<v>\S+)[ \t]*\r?$",
+        flags=re.MULTILINE,
+    ),
+    _rule(
+        ("snmp-server community",),
+        r"^[ \t]*snmp-server[ \t]+community[ \t]+(?P<v>\S+)(?=[ \t]+(?:RO|RW|ro|rw|view)\b|[ \t]*\r?$)",
+        flags=re.MULTILINE,
+    ),
+    _rule(
+        ("isakmp key",), r"crypto[ \t]+isakmp[ \t]+key[ \t]+(?:[06][ \t]+)?(?P<v>\S+)[ \t]+address"
+    ),
     # HAProxy's user lists and stats page; Postfix's sasl_passwd ("[host]:port user:pw").
     _rule(("insecure-password",), r"(?<![\w-])insecure-password[ \t]+" + _VALUE),
     _rule(("stats auth",), r"(?<![\w-])stats[ \t]+auth[ \t]+[^\s:]{1,64}:" + _VALUE),
@@ -271,6 +287,26 @@ def _spaced_assignment(text: str, line_start: int, line_end: int) -> Edit | None
     return (start, end, marker(kind)) if _secret_ok(v) and judge(v) else None
 
 
+# msmtp, and config files like it: "password X" alone on its line, under "user X",
+# "account X" or "host X" within three lines.
+_CONFIG_PASSWORD = re.compile(r"[ \t]*(?:password|passwd)[ \t]+(?P<v>\S+)[ \t]*\r?")
+_CONFIG_ACCOUNT = re.compile(
+    r"^[ \t]*(?:user|login|account|host|username)[ \t]+\S+[ \t]*\r?$", re.M
+)
+
+
+def _config_password(text: str, line_start: int, line_end: int) -> Edit | None:
+    m = _CONFIG_PASSWORD.fullmatch(text, line_start, line_end)
+    if m is None or not _secret_ok(m["v"]) or is_wordy(m["v"]):  # "password manager"
+        return None
+    above = line_start
+    for _ in range(3):
+        above = text.rfind("\n", 0, max(0, above - 1)) + 1 if above > 0 else 0
+    if _CONFIG_ACCOUNT.search(text, above, line_start) is None:
+        return None
+    return m.start("v"), m.end("v"), marker("password")
+
+
 def redact_commands(note: Note, counts: Counter[str]) -> str:
     text = note.text
     edits: list[Edit] = []
@@ -280,6 +316,9 @@ def redact_commands(note: Note, counts: Counter[str]) -> str:
                 start, end, v = _value(text, m)
                 if _secret_ok(v) and (rule.words_ok or not is_wordy(v)):
                     edits.append((start, end, marker(rule.kind)))
+    for line_start, line_end in note.lines(("password ", "passwd ")):
+        if (edit := _config_password(text, line_start, line_end)) is not None:
+            edits.append(edit)
     hints = ("env ", "set -", "setx ", "_param", "header", "setenv", "set $")
     for line_start, line_end in note.lines(hints):
         edit = _spaced_assignment(text, line_start, line_end)
