@@ -165,7 +165,7 @@ _RULES: tuple[_Rule, ...] = (
     # Cisco IOS: a plain (type 0) or reversible (type 7) password or key, an SNMP
     # community, an IKE pre-shared key. Types 5, 8 and 9 are hashes and stay.
     _rule(
-        ("password", "secret", "key"),
+        ("password 0", "password 7", "secret 0", "secret 7", "key 0", "key 7"),
         r"^[ \t]*(?:username[ \t]+\S+(?:[ \t]+privilege[ \t]+\d+)?[ \t]+(?:password|secret)"
         r"|enable[ \t]+password|password|key)[ \t]+[07][ \t]+(?P<v>\S+)[ \t]*\r?$",
         flags=re.MULTILINE,
