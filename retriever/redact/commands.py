@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from retriever.redact.assign import classify_key
-from retriever.redact.core import MARK, Edit, Note, keep_first, marker
+from retriever.redact.core import MARK, Edit, Note, keep_first, lines_above, marker
 from retriever.redact.values import high_entropy, is_placeholder, is_wordy, looks_random
 
 _VALUE = r"(?P<v>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"|;&<>]+)"
@@ -299,10 +299,7 @@ def _config_password(text: str, line_start: int, line_end: int) -> Edit | None:
     m = _CONFIG_PASSWORD.fullmatch(text, line_start, line_end)
     if m is None or not _secret_ok(m["v"]) or is_wordy(m["v"]):  # "password manager"
         return None
-    above = line_start
-    for _ in range(3):
-        above = text.rfind("\n", 0, max(0, above - 1)) + 1 if above > 0 else 0
-    if _CONFIG_ACCOUNT.search(text, above, line_start) is None:
+    if _CONFIG_ACCOUNT.search(text, lines_above(text, line_start, 3), line_start) is None:
         return None
     return m.start("v"), m.end("v"), marker("password")
 

@@ -41,6 +41,16 @@ def splice(text: str, edits: list[Edit]) -> str:
     return "".join(parts)
 
 
+def lines_above(text: str, start: int, n: int) -> int:
+    """Where the line ``n`` lines above the one starting at ``start`` starts (the text's
+    start when there are fewer)."""
+    for _ in range(n):
+        if start <= 0:
+            return 0
+        start = text.rfind("\n", 0, start - 1) + 1
+    return start
+
+
 def line_spans(text: str, hint: re.Pattern[str]) -> list[tuple[int, int]]:
     """(start, end) of each distinct line containing a match of ``hint``.
 

@@ -25,7 +25,7 @@ from retriever.redact.values import is_placeholder, is_prose
 
 _SEPARATORS = ",;\t"
 # What a hand-kept list writes where a password goes: a state, not the password.
-STATUS_WORDS = frozenset(
+_STATUS_WORDS = frozenset(
     """none same expired unchanged changed reset revoked disabled pending unknown empty
     blank hidden sso oauth saml passkey voir vide aucun idem expire expiré inchangé
     """.split()
@@ -136,7 +136,7 @@ def _cell_edit(value: str, tier: str, lenient: bool) -> str | None:
         return kind
     # Beside whom it opens, an export's password is any single token but a note about it
     # ("expired", "(see 1Password)", "voir coffre" is spaced).
-    plain = len(value) >= 4 and value.lower() not in STATUS_WORDS and value[0] not in "(["
+    plain = len(value) >= 4 and value.lower() not in _STATUS_WORDS and value[0] not in "(["
     return "password" if lenient and tier == "password" and plain else None
 
 
@@ -152,7 +152,7 @@ def _rows(text: str, end: int) -> Iterator[tuple[int, int]]:
     lazily: the caller stops at the first one without the separator). A record whose
     quoted cell holds line breaks (an export's notes) runs on to where its quotes close."""
     pos = end + 1
-    while pos <= len(text) and end < len(text):
+    while pos <= len(text):
         start, line_end, pos = _line_at(text, pos)
         if not text[start:line_end].strip() or _FENCE.match(text, start, line_end):
             return
@@ -160,8 +160,8 @@ def _rows(text: str, end: int) -> Iterator[tuple[int, int]]:
         for _ in range(_MAX_RECORD_LINES):
             if quotes % 2 == 0 or pos > len(text):
                 break
-            _, line_end, pos = _line_at(text, pos)
-            quotes += text.count('"', text.rfind("\n", 0, line_end) + 1, line_end)
+            more, line_end, pos = _line_at(text, pos)
+            quotes += text.count('"', more, line_end)
         yield start, line_end
 
 

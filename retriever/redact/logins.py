@@ -105,8 +105,8 @@ _REFERENCE = re.compile(r"@|[A-Za-z]{2,12}[#:°]")
 def _below_email(text: str, start: int, end: int) -> Edit | None:
     """The password alone on the line under an e-mail address alone on its line."""
     if _EMAIL_LINE.fullmatch(text, start, end) is None or end >= len(text):
-        return None
-    below = end + 1 if text[end] == "\n" else end
+        return None  # ``end`` is the line's "\n", or the text's end
+    below = end + 1
     stop = text.find("\n", below)
     m = _LONE_TOKEN.fullmatch(text, below, len(text) if stop < 0 else stop)
     if m is None:

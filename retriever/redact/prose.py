@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from retriever.redact.assign import VETO_LAST, run_end
-from retriever.redact.core import MARK, Edit, Note, keep_first, marker
+from retriever.redact.core import MARK, Edit, Note, keep_first, lines_above, marker
 from retriever.redact.prose_values import (
     ending_password_ok,
     key_material_ok,
@@ -253,12 +253,7 @@ Span = tuple[int, int]  # the last value redacted: a value starting inside it is
 def wifi_context(low: str, start: int, end: int) -> bool:
     """Whether the line ``start``-``end`` or one of the three above names a Wi-Fi network:
     there a bare "Key:" or "Clé :" is its password."""
-    top = start
-    for _ in range(3):
-        if top <= 0:
-            break
-        top = low.rfind("\n", 0, top - 1) + 1
-    return _WIFI_WORDS.search(low, top, end) is not None
+    return _WIFI_WORDS.search(low, lines_above(low, start, 3), end) is not None
 
 
 class _WifiLines:
