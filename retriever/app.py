@@ -472,7 +472,8 @@ class Retriever:
                 choice = kept or choice
                 break
             try:
-                vectors = self._searcher.query_vectors(choice.embedder, cleaned)
+                words = self._searcher.query_words(conn, opts, choice.embedder, gen)
+                vectors = self._searcher.query_vectors(choice.embedder, cleaned, words)
             except EmbedderError as exc:
                 choice.tier.failed(str(exc), choice.embedder)
                 continue
@@ -551,6 +552,8 @@ class Retriever:
             value = getattr(self.settings, name)
             if value is not None:
                 out[name] = value
+        if self.settings.query_words != "auto":
+            out["query_words"] = self.settings.query_words
         if not self.settings.graph:
             out["graph_weight"] = 0.0
         out.update(FUSION_CHOICES[cast(Fusion, fusion or "auto")])

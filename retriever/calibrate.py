@@ -40,6 +40,7 @@ from retriever.lexical import (
 )
 from retriever.passage_text import unpack
 from retriever.pseudo import NoteSample, PseudoQuery, Section, make_queries, name_key, note_order
+from retriever.query_words import QueryWords, embedding_text
 from retriever.ranking import (
     DEFAULT_RANKING,
     Arms,
@@ -241,8 +242,11 @@ def run_arms(
     bm25: BM25Params,
     spare: Spare | None = None,
     titles: TitleIndex | None = None,
+    words: QueryWords = "all",
+    semantic_only: bool = False,
 ) -> list[Arms]:
-    """Every pseudo-query's arms (``titles``: the title index, else looked up), without
+    """Every pseudo-query's arms (``titles``: the title index, else looked up; ``words``:
+    what the semantic arm embeds; ``semantic_only``: that arm alone), without
     query feedback (see retriever.feedback: pseudo-queries cannot judge it). With
     ``spare`` (a second connection's source), the
     second half runs on it, on ``conn``'s snapshot, while the first half runs on ``conn``:
@@ -250,8 +254,8 @@ def run_arms(
     not be inside a savepoint then: a subtransaction cannot export its snapshot."""
     vectors: list[np.ndarray | None] = [None] * len(queries)
     if embedder is not None and model is not None:
-        vectors = embed_queries(embedder, [q.text for q in queries])
-    mode = "hybrid" if model is not None else "lexical"
+        vectors = embed_queries(embedder, [embedding_text(q.text, words) for q in queries])
+    mode = ("semantic" if semantic_only else "hybrid") if model is not None else "lexical"
     scope = Scope("", {})
     # Each term's statistics read once for all the pseudo-queries (they share many words),
     # in a cache of this calibration's own: its statements do not share the snapshot a
@@ -380,6 +384,34 @@ def corrected(ranking: Ranking) -> Ranking:
     if ranking.method in ("lexical", "semantic"):
         return ranking
     return ranking.with_(semantic_weight=ranking.semantic_weight * SEMANTIC_CORRECTION)
+
+
+# --- query words -----------------------------------------------------------------------
+
+WORDS_PROBE = Ranking("semantic", title_weight=0.0, graph_weight=0.0, identifier_lean=1.0)
+
+
+def with_semantic(arms: Arms, other: Arms) -> Arms:
+    """``arms`` with the semantic lists of ``other`` (the same query, embedded otherwise)."""
+    doc_of = {**arms.doc_of, **other.doc_of}
+    return Arms(arms.lexical, other.semantic, arms.title, doc_of, arms.identifier, arms.feedback)
+
+
+def choose_words(every: Chooser, content: Chooser) -> tuple[QueryWords, dict[str, Any]]:
+    """Embed the queries' content words only when the semantic arm alone clearly does
+    better with them on the choose half (every word is the simpler choice: the query as
+    written). Returns the choice and both forms' scores."""
+    diff = content.score(WORDS_PROBE) - every.score(WORDS_PROBE)
+    noise = float(diff.std(ddof=1)) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
+    chosen: QueryWords = "content" if diff.mean() > max(NOISE_FLOOR, CLEAR_WIN * noise) else "all"
+    scores = {
+        words: {
+            "choose": round(float(c.score(WORDS_PROBE).mean()), 4),
+            "report": round(c.report_score(WORDS_PROBE), 4),
+        }
+        for words, c in (("all", every), ("content", content))
+    }
+    return chosen, {"chosen": chosen, "semantic_only": scores}
 
 
 # --- absence ---------------------------------------------------------------------------
@@ -614,7 +646,24 @@ def calibrate(
         }
     }
     if model is not None and embedder is not None:
-        hybrid = _hybrid_result(conn, chooser(arms), few, lex_absence, limits)
+        words: tuple[QueryWords, dict[str, Any]] = ("all", {})
+        if not few:
+            content = run_arms(
+                conn,
+                searcher,
+                queries,
+                embedder=embedder,
+                model=model,
+                bm25=bm25,
+                spare=spare,
+                titles=titles,
+                words="content",
+                semantic_only=True,
+            )
+            mixed = [with_semantic(a, c) for a, c in zip(arms, content, strict=True)]
+            words = choose_words(chooser(arms), chooser(mixed))
+            arms = mixed if words[0] == "content" else arms
+        hybrid = _hybrid_result(conn, chooser(arms), few, lex_absence, limits, words)
         results[embedder.fingerprint] = {
             **base,
             "model": embedder.model_id,
@@ -667,14 +716,18 @@ def _hybrid_result(
     few: bool,
     lex_absence: dict[str, Any] | None,
     limits: dict[str, Any],
+    words: tuple[QueryWords, dict[str, Any]],
 ) -> dict[str, Any]:
     """The ranking chosen for the model (corrected for the pseudo-queries' lexical bias)
-    and its absence thresholds, beside the lexical ones that serve when it is down."""
+    on the arms of the query ``words`` chosen, and its absence thresholds, beside the
+    lexical ones that serve when it is down."""
     pseudo_best = DEFAULT_RANKING if few else choose_ranking(hybrid, hybrid=True)
+    pseudo_best = pseudo_best.with_(query_words=words[0])
     ranking = DEFAULT_RANKING if few else corrected(pseudo_best)
     absence = fit_absence(conn, hybrid, ranking, semantic=True, **limits)
     return {
         **_summary(hybrid, pseudo_best, ranking),
+        **({"query_words": words[1]} if words[1] else {}),
         "absence": _present({"hybrid": absence, "lexical": lex_absence}),
     }
 

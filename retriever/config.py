@@ -96,6 +96,11 @@ class Settings(BaseSettings):
     link_prior: float | None = Field(
         default=None, ge=0.0, description="Weight of the link prior (notes other notes cite)"
     )
+    query_words: Literal["auto", "all", "content"] = Field(
+        default="auto",
+        description="Words of a query the semantic arm embeds: auto (calibrated) | all | "
+        "content (stopwords dropped)",
+    )
     query_feedback: Policy = Field(
         default="auto",
         description="Expand BM25 queries with the nearest passages' terms: auto (contextual "
@@ -163,7 +168,7 @@ class Settings(BaseSettings):
         default=800, ge=0, description="Tokens of a compressed extract"
     )
 
-    @field_validator("service", "query_feedback", mode="before")
+    @field_validator("service", "query_feedback", "query_words", mode="before")
     @classmethod
     def _folded_word(cls, value: object) -> object:
         """``OFF`` and `` off `` as the client reads them (it folds case and spaces)."""

@@ -48,7 +48,7 @@ class Config:
     name: str
     mode: str = "hybrid"
     ranking: Ranking | None = None  # fixed; None: the calibrated ranking
-    overrides: tuple[tuple[str, float], ...] = ()  # over the calibrated ranking
+    overrides: tuple[tuple[str, float | str], ...] = ()  # over the calibrated ranking
     feedback: Policy | None = None  # query feedback; None: as the settings say
 
 
@@ -71,6 +71,7 @@ ABLATIONS = [
     Config("calibrated-2nd-passage", overrides=(("second_passage", 0.0),)),
     Config("calibrated-prior", overrides=(("link_prior", 0.0),)),
     Config("calibrated-feedback", feedback="off"),
+    Config("calibrated-content-words", overrides=(("query_words", "all"),)),
     # What a search answers while the model is down: the lexical calibration and absence.
     Config("calibrated-lexical", mode="lexical"),
 ]

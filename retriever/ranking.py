@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from retriever.fuse import RankedList, interleave, linear_normalised, normalise, rrf
+from retriever.query_words import QueryWords
 
 Method = Literal["linear", "rrf", "interleave", "lexical", "semantic"]
 GRAPH_SEEDS = 10  # best hits whose notes seed the walk
@@ -53,6 +54,7 @@ class Ranking:
     identifier_lean: float = 2.0  # lexical weight multiplier for identifier-like queries
     second_passage: float = SECOND_PASSAGE  # see SECOND_PASSAGE; linear and single arms
     link_prior: float = LINK_PRIOR  # see LINK_PRIOR
+    query_words: QueryWords = "all"  # what the semantic arm embeds (retriever.query_words)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,6 +94,8 @@ class Ranking:
             head += f"+ident{self.identifier_lean:g}"
         if self.link_prior != LINK_PRIOR:
             head += f"+prior{self.link_prior:g}"
+        if self.query_words != "all":
+            head += f"+{self.query_words}-words"
         return head
 
 

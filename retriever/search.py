@@ -64,6 +64,7 @@ from retriever.query_input import (
     SearchInputError,
     check_budget,
 )
+from retriever.query_words import QueryWords, embedding_text
 from retriever.ranking import (
     DEFAULT_RANKING,
     GRAPH_NEIGHBOURS,
@@ -356,7 +357,7 @@ class Searcher:
         check_options(opts)
         started = time.perf_counter()
         gen = gen or self.generation(conn)
-        sem = self._semantic(conn, queries, opts.mode, embedder, embed_error, gen)
+        sem = self._semantic(conn, queries, opts, embedder, embed_error, gen)
         scope = Scope(*DocFilter.of_options(opts).sql())
         titles = self.titles.get(conn, gen)
         lookup = self.terms.lookup(gen.terms_key())
@@ -438,31 +439,51 @@ class Searcher:
         self,
         conn: psycopg.Connection,
         queries: list[str],
-        mode: Mode,
+        opts: SearchOptions,
         embedder: Embedder | None,
         embed_error: str | None,
         gen: store.Generation,
     ) -> _Semantic:
         """The semantic arm's model and query vectors, or lexical with the reason."""
+        mode = opts.mode
         if mode not in ("hybrid", "semantic"):
             return _Semantic(mode)
         model, degraded = self.semantic_model(conn, embedder, embed_error, gen)
         if model is None or embedder is None:
             return _Semantic("lexical", degraded=degraded)
         try:
-            vectors = self.query_vectors(embedder, queries)
+            words = self.query_words(conn, opts, embedder, gen)
+            vectors = self.query_vectors(embedder, queries, words)
         except EmbedderError as exc:
             return _Semantic("lexical", degraded=f"embedder failed: {exc}", failure=str(exc))
         return _Semantic(mode, model, vectors, degraded)
 
-    def query_vectors(self, embedder: Embedder, queries: list[str]) -> list[np.ndarray]:
-        """One vector per query the model can embed (a query of unknown words has none).
-        NaN, infinite or wrong-size vectors raise: the model is failing, and the answer must
-        say so instead of passing for hybrid."""
+    def query_words(
+        self,
+        conn: psycopg.Connection,
+        opts: SearchOptions,
+        embedder: Embedder,
+        gen: store.Generation | None = None,
+    ) -> QueryWords:
+        """Which words of a query the semantic arm embeds: as the ranking in force says
+        (a fixed one, else this model's calibration with the settings over it)."""
+        if opts.ranking is not None:
+            return opts.ranking.query_words
+        found = self.calibrations.get(conn, embedder.fingerprint, gen.calibrations if gen else None)
+        ranking = found.ranking if found is not None else DEFAULT_RANKING
+        return ranking.apply(opts.overrides).query_words
+
+    def query_vectors(
+        self, embedder: Embedder, queries: list[str], words: QueryWords = "all"
+    ) -> list[np.ndarray]:
+        """One vector per query the model can embed (a query of unknown words has none),
+        of the query's ``words`` (see retriever.query_words). NaN, infinite or wrong-size
+        vectors raise: the model is failing, and the answer must say so instead of passing
+        for hybrid."""
         out: list[np.ndarray] = []
         for q in queries:
             try:
-                out.append(self.vectors.get(embedder, [q])[0])
+                out.append(self.vectors.get(embedder, [embedding_text(q, words)])[0])
             except ZeroVectorError:
                 continue
         return out

@@ -16,6 +16,7 @@ from retriever.absence import NAME_SHARE, UNKNOWN_SHARE
 from retriever.calibrate import MIN_NOTES, Lexicon, _doc_term_counts
 from retriever.evaluate import Case, evaluate
 from retriever.lexical import query_terms
+from retriever.ranking import Ranking
 from tests.conftest import cli_env, retriever_exe
 from tests.model_factory import build_model
 
@@ -123,6 +124,51 @@ def test_settings_override_the_calibrated_choice(make_app, hobby_vault_dir, hobb
     assert result.ranking.startswith("rrf(k=30") and "title" not in result.ranking
     flag = app.search("beginner kit for the kayak club", fusion="interleave")
     assert flag.ranking.startswith("interleave")
+
+
+def test_the_query_words_setting_decides_what_the_semantic_arm_embeds(
+    make_app, hobby_vault_dir, hobby_model
+) -> None:
+    make_app(hobby_vault_dir, model=hobby_model, calibrate=True).index()
+    every = make_app(hobby_vault_dir, model=hobby_model, query_words="all")
+    content = make_app(hobby_vault_dir, model=hobby_model, query_words="CONTENT ")
+    question = "what is the beginner kit of the kayak club"
+    asked = content.search(question)
+    assert asked.ranking.endswith("+content-words")
+    assert asked.hits[0].path == "Kayak notes.md"
+    # The same vector as the content words asked with every word: nothing else embedded.
+    direct = every.search("beginner kit kayak club")
+    assert asked.best_cosine == pytest.approx(direct.best_cosine, abs=1e-6)
+    whole = every.search(question)
+    assert "words" not in whole.ranking
+    assert whole.best_cosine != pytest.approx(asked.best_cosine, abs=1e-4)
+    # A fixed ranking (the eval's ablation) carries its own form.
+    fixed = every.search(question, ranking=Ranking("linear", query_words="content"))
+    assert fixed.best_cosine == pytest.approx(asked.best_cosine, abs=1e-6)
+
+
+def test_calibration_reports_both_query_forms_and_searches_use_its_choice(
+    make_app, tmp_path: Path, hobby_model, db_url: str
+) -> None:
+    vault = tmp_path / "many"
+    vault.mkdir()
+    _write_vault(vault, TOPICS + [f"{t} club" for t in TOPICS])
+    app = make_app(vault, model=hobby_model, calibrate=True)
+    cal = app.index().calibration
+    assert cal and cal["status"] == "calibrated" and cal["ranking_source"] == "pseudo-queries"
+    words = cal["query_words"]
+    assert words["chosen"] in ("all", "content")
+    assert set(words["semantic_only"]) == {"all", "content"}
+    for form in words["semantic_only"].values():
+        assert 0.0 <= form["choose"] <= 1.0 and 0.0 <= form["report"] <= 1.0
+    assert cal["ranking"]["query_words"] == words["chosen"]
+    assert app.search("what is the beginner kit of the kayak club").ranking == cal["label"]
+    env = {**cli_env(db_url, tmp_path / "home"), "RETRIEVER_EMBED_MODEL": str(hobby_model)}
+    shown = subprocess.run(
+        [retriever_exe(), "calibrate", str(vault)], env=env, capture_output=True, text=True
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert f"query words: {words['chosen']} (semantic arm alone" in shown.stdout
 
 
 def test_a_small_vault_keeps_the_defaults_and_says_so(make_app, tmp_path: Path) -> None:
