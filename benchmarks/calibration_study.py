@@ -24,6 +24,7 @@ from retriever.app import Retriever
 from retriever.config import settings_from
 from retriever.evaluate import ABLATIONS, Case, load_beir, load_cases
 from retriever.pseudo import make_queries
+from retriever.query_words import QueryWords
 from retriever.ranking import Arms, Ranking, ranked_docs
 from retriever.search import Scope
 
@@ -36,7 +37,7 @@ def _ndcg(docs: list[int], grades: dict[int, int]) -> float:
 
 
 def real_scores(
-    app: Retriever, conn: Any, cases: list[Case]
+    app: Retriever, conn: Any, cases: list[Case], words: QueryWords
 ) -> tuple[list[Arms], list[dict[int, int]]]:
     searcher = app._searcher
     embedder, _ = app.embedder()
@@ -44,7 +45,9 @@ def real_scores(
     ids = dict(conn.execute("SELECT path, id FROM documents").fetchall())
     arms, grades = [], []
     for case in cases:
-        vectors = searcher.query_vectors(embedder, case.queries) if embedder and model else []
+        vectors = (
+            searcher.query_vectors(embedder, case.queries, words) if embedder and model else []
+        )
         mode = "hybrid" if model else "lexical"
         arms.append(
             searcher.gather(conn, case.queries, mode, model, vectors, Scope("", {}), app.bm25())
@@ -87,13 +90,35 @@ def main() -> None:
         )
         walker, prior = searcher.links(conn, Scope("", {}))
         walk = cal.CachedWalk(walker)
-        bench = cal.Workbench(queries, arms, titles.first_chunk, walk, prior)
         split = {
             s: [i for i, q in enumerate(queries) if q.split == s] for s in ("choose", "report")
         }
-        chooser = cal.Chooser(bench, split["choose"], split["report"])
+
+        def chooser_of(arm_lists: list[Arms]) -> cal.Chooser:
+            bench = cal.Workbench(queries, arm_lists, titles.first_chunk, walk, prior)
+            return cal.Chooser(bench, split["choose"], split["report"])
+
+        def content() -> cal.Chooser:
+            again = cal.run_arms(
+                conn,
+                searcher,
+                queries,
+                embedder=embedder,
+                model=model,
+                bm25=app.bm25(),
+                words="content",
+                semantic_only=True,
+            )
+            return chooser_of([cal.with_semantic(a, c) for a, c in zip(arms, again, strict=True)])
+
+        # The query words as calibration chooses them, for the pseudo and the real queries.
+        words, _, chooser = cal.query_form(
+            chooser_of(arms), content, forced=None, few=model is None
+        )
+        bench = chooser.bench
         chosen = cal.corrected(cal.choose_ranking(chooser, hybrid=model is not None))
-        real_arms, grades = real_scores(app, conn, cases)
+        chosen = chosen.with_(query_words=words)
+        real_arms, grades = real_scores(app, conn, cases, words)
 
         def real(r: Ranking) -> float:
             out = []

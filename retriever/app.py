@@ -46,6 +46,7 @@ from retriever.query_input import (
     parse_modified_after,
     validate_queries,
 )
+from retriever.query_words import QueryWords
 from retriever.ranking import FUSION_CHOICES, Fusion, Ranking
 from retriever.scan import ScanReport
 from retriever.search import Searcher, SearchOptions, SearchResult, Spare, check_options
@@ -604,7 +605,6 @@ class Retriever:
         passage's vector and a calibration that is not due; else None (load and look)."""
         keys: list[tuple[str, str]] = []
         n_docs = store.count_documents(conn)
-        drift = self.settings.calibrate_drift
         for tier in self.tiers.tiers:
             if tier.off:
                 continue
@@ -612,7 +612,7 @@ class Retriever:
             known = None if tier.loaded() else unchanged_model(conn, tier.model, expected)
             if known is None or (tier.name not in complete and store.count_pending(conn, known[0])):
                 return None
-            if calibration_store.needs_calibration(conn, known[1], n_docs, drift=drift):
+            if self._calibration_due(conn, known[1], n_docs):
                 return None
             keys.append((tier.name, known[1]))
         if not keys:
@@ -622,14 +622,28 @@ class Retriever:
             first["tiers"] = [{"tier": n, "model": k, "status": "current"} for n, k in keys]
         return first
 
+    def _forced_query_words(self) -> QueryWords | None:
+        words = self.settings.query_words
+        return None if words == "auto" else words
+
+    def _calibration_due(self, conn: psycopg.Connection, key: str, n_docs: int) -> bool:
+        """The model or the vault changed, or the settings impose query words the stored
+        thresholds were not fitted on."""
+        drift = self.settings.calibrate_drift
+        if calibration_store.needs_calibration(conn, key, n_docs, drift=drift):
+            return True
+        forced = self._forced_query_words()
+        if forced is None or key == LEXICAL_KEY:
+            return False
+        found = self._searcher.calibrations.get(conn, key)
+        return found is not None and found.ranking.query_words != forced
+
     def _calibrate_one(self, embedder: Embedder | None, force: bool) -> dict[str, Any]:
         with self.db.connection() as conn:
             model = store.model_row(conn, embedder.fingerprint) if embedder else None
             key = embedder.fingerprint if (embedder and model) else LEXICAL_KEY
             n_docs = store.count_documents(conn)
-            due = force or calibration_store.needs_calibration(
-                conn, key, n_docs, drift=self.settings.calibrate_drift
-            )
+            due = force or self._calibration_due(conn, key, n_docs)
             if not due:
                 conn.commit()
                 return {"status": "current", "model": key or None}
@@ -646,6 +660,7 @@ class Retriever:
                     absent_coverage=self.settings.absent_coverage,
                     absent_quantile=self.settings.absent_quantile,
                     spare=self.db.spare,
+                    query_words=self._forced_query_words(),
                 )
         return result
 

@@ -287,6 +287,13 @@ def run_arms(
 # --- choosing --------------------------------------------------------------------------
 
 
+def paired_lead(challenger: np.ndarray, incumbent: np.ndarray) -> tuple[float, float]:
+    """Mean of the per-query differences and its standard error."""
+    diff = challenger - incumbent
+    noise = float(diff.std(ddof=1)) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
+    return float(diff.mean()), noise
+
+
 @dataclass(slots=True)
 class Chooser:
     """Scores candidates on both halves (memoised) and picks with a simplicity bias."""
@@ -309,9 +316,7 @@ class Chooser:
 
     def lead(self, challenger: Ranking, incumbent: Ranking) -> tuple[float, float]:
         """Mean paired nDCG difference and its standard error."""
-        diff = self.score(challenger) - self.score(incumbent)
-        noise = float(diff.std(ddof=1)) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
-        return float(diff.mean()), noise
+        return paired_lead(self.score(challenger), self.score(incumbent))
 
     def pick(self, candidates: Sequence[Ranking]) -> Ranking:
         """The first candidate (they come simplest first) whose mean nDCG is within the
@@ -401,9 +406,8 @@ def choose_words(every: Chooser, content: Chooser) -> tuple[QueryWords, dict[str
     """Embed the queries' content words only when the semantic arm alone clearly does
     better with them on the choose half (every word is the simpler choice: the query as
     written). Returns the choice and both forms' scores."""
-    diff = content.score(WORDS_PROBE) - every.score(WORDS_PROBE)
-    noise = float(diff.std(ddof=1)) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
-    chosen: QueryWords = "content" if diff.mean() > max(NOISE_FLOOR, CLEAR_WIN * noise) else "all"
+    ahead, noise = paired_lead(content.score(WORDS_PROBE), every.score(WORDS_PROBE))
+    chosen: QueryWords = "content" if ahead > max(NOISE_FLOOR, CLEAR_WIN * noise) else "all"
     scores = {
         words: {
             "choose": round(float(c.score(WORDS_PROBE).mean()), 4),
@@ -412,6 +416,27 @@ def choose_words(every: Chooser, content: Chooser) -> tuple[QueryWords, dict[str
         for words, c in (("all", every), ("content", content))
     }
     return chosen, {"chosen": chosen, "semantic_only": scores}
+
+
+def query_form(
+    every: Chooser,
+    content: Callable[[], Chooser],
+    *,
+    forced: QueryWords | None,
+    few: bool,
+) -> tuple[QueryWords, dict[str, Any], Chooser]:
+    """The words the semantic arm embeds, the report of that choice, and the chooser on
+    that form's arms. ``every``: the arms of the queries as written; ``content``: makes
+    the chooser on the content words' arms (a second semantic pass, run only when needed);
+    ``forced``: the setting, which calibration then fits its thresholds to; ``few``: too
+    few pseudo-queries to choose (the query is embedded as written)."""
+    if forced is not None:
+        return forced, {"chosen": forced, "set": True}, content() if forced == "content" else every
+    if few:
+        return "all", {}, every
+    other = content()
+    words, report = choose_words(every, other)
+    return words, report, other if words == "content" else every
 
 
 # --- absence ---------------------------------------------------------------------------
@@ -585,10 +610,12 @@ def calibrate(
     absent_coverage: float,
     absent_quantile: float,
     spare: Spare | None = None,
+    query_words: QueryWords | None = None,
 ) -> dict[str, Any]:
     """Calibrate and store the result for the model (and for lexical-only searches).
     Returns the report; ``status`` is "calibrated" or "too_small". ``spare``: a second
-    connection's source, to run the pseudo-queries on two connections (see run_arms)."""
+    connection's source, to run the pseudo-queries on two connections (see run_arms);
+    ``query_words``: the form the settings impose (None: calibration chooses)."""
     started = time.perf_counter()
     key = embedder.fingerprint if embedder is not None and model is not None else LEXICAL_KEY
     notes, shared, common, n_docs = load_notes(conn, MAX_QUERIES)
@@ -646,9 +673,9 @@ def calibrate(
         }
     }
     if model is not None and embedder is not None:
-        words: tuple[QueryWords, dict[str, Any]] = ("all", {})
-        if not few:
-            content = run_arms(
+
+        def content() -> Chooser:
+            again = run_arms(
                 conn,
                 searcher,
                 queries,
@@ -660,10 +687,12 @@ def calibrate(
                 words="content",
                 semantic_only=True,
             )
-            mixed = [with_semantic(a, c) for a, c in zip(arms, content, strict=True)]
-            words = choose_words(chooser(arms), chooser(mixed))
-            arms = mixed if words[0] == "content" else arms
-        hybrid = _hybrid_result(conn, chooser(arms), few, lex_absence, limits, words)
+            return chooser([with_semantic(a, c) for a, c in zip(arms, again, strict=True)])
+
+        words, why, hybrid_chooser = query_form(chooser(arms), content, forced=query_words, few=few)
+        hybrid = _hybrid_result(conn, hybrid_chooser, few, lex_absence, limits, words)
+        if why:
+            hybrid["query_words"] = why
         results[embedder.fingerprint] = {
             **base,
             "model": embedder.model_id,
@@ -716,18 +745,17 @@ def _hybrid_result(
     few: bool,
     lex_absence: dict[str, Any] | None,
     limits: dict[str, Any],
-    words: tuple[QueryWords, dict[str, Any]],
+    words: QueryWords,
 ) -> dict[str, Any]:
     """The ranking chosen for the model (corrected for the pseudo-queries' lexical bias)
     on the arms of the query ``words`` chosen, and its absence thresholds, beside the
     lexical ones that serve when it is down."""
     pseudo_best = DEFAULT_RANKING if few else choose_ranking(hybrid, hybrid=True)
-    pseudo_best = pseudo_best.with_(query_words=words[0])
-    ranking = DEFAULT_RANKING if few else corrected(pseudo_best)
+    pseudo_best = pseudo_best.with_(query_words=words)
+    ranking = pseudo_best if few else corrected(pseudo_best)
     absence = fit_absence(conn, hybrid, ranking, semantic=True, **limits)
     return {
         **_summary(hybrid, pseudo_best, ranking),
-        **({"query_words": words[1]} if words[1] else {}),
         "absence": _present({"hybrid": absence, "lexical": lex_absence}),
     }
 

@@ -439,12 +439,14 @@ def _print_calibration(result: dict[str, Any]) -> None:
     for row in result["candidates"]:
         say(f"{row['ranking']:<44}{row['choose']:>8.3f}{row['report']:>8.3f}")
     words = result.get("query_words")
-    if words:
+    if words and "semantic_only" in words:
         forms = ", ".join(
             f"{form} {s['choose']:.3f}/{s['report']:.3f}"
             for form, s in words["semantic_only"].items()
         )
         say(f"query words: {words['chosen']} (semantic arm alone, choose/report: {forms})")
+    elif words:
+        say(f"query words: {words['chosen']} (set by RETRIEVER_QUERY_WORDS)")
     for arm, fit in (result.get("absence") or {}).items():
         rep = fit["report"]
         say(

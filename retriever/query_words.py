@@ -6,6 +6,8 @@ direction; a transformer reads those words as syntax and needs them. Calibration
 both forms on the vault's pseudo-queries and keeps the content words only where they
 clearly win (Dendron's pseudo-queries, semantic arm alone: 0.169 -> 0.250 nDCG@10 with
 m2v-minilm-256, 0.300 -> 0.279 with all-MiniLM-L6-v2, which therefore keeps every word).
+Pseudo-queries are asked as questions, so they measure what the frame costs; queries
+written as statements gain less (see the README's measurements).
 """
 
 from __future__ import annotations
@@ -15,28 +17,34 @@ from typing import Literal
 from retriever.lexical import STOPWORDS, fold
 
 QueryWords = Literal["all", "content"]
-_EDGE = "\"'`.,;:!?¡¿()[]{}<>«»“”‘’…"  # stripped from a word's ends before the check
-_JOINERS = ("'", "’", "-")  # elision (l'été, qu'il) and French inversion (est-ce)
+_EDGE = "\"'`.,;:!?¡¿()[]{}<>«»“”‘’…*_~"  # stripped from a word's ends before the check
+_ELISION = ("'", "’")  # l'été, qu'il: an elided article or pronoun is a stopword
+# Stopwords that carry the meaning of a question ("notes not tagged", "ne pas supprimer",
+# "backup before upgrade"): kept, though BM25 drops them.
+_MEANINGFUL = frozenset({"not", "no", "nor", "ne", "pas", "ni", "before", "after"})
 
 
 def content_words(query: str) -> str:
-    """The query without its stopwords (English and French, as BM25 drops them), words
-    kept as written; the query itself when nothing would be left."""
+    """The query without its stopwords (the English and French list BM25 drops, except
+    negations and before/after), words kept as written; an acronym in capitals (IT, US,
+    WHO) is kept. The query itself when nothing would be left."""
     kept = [word for word in query.split() if not _is_stopword(word.strip(_EDGE))]
     return " ".join(kept) if kept else query
 
 
 def _is_stopword(core: str) -> bool:
-    """A word made only of stopwords and single letters (``I``, ``l'``, ``qu'il``,
-    ``est-ce``); bare punctuation counts as one. Digits are content ("Windows 7")."""
+    """Bare punctuation, or a word made only of stopwords and elided articles (``I``,
+    ``l'``, ``qu'il``)."""
+    if len(core) > 1 and core.isupper():
+        return False
     folded = fold(core)
-    for mark in _JOINERS:
+    for mark in _ELISION:
         folded = folded.replace(mark, " ")
-    return all(part in STOPWORDS or _letter(part) for part in folded.split())
-
-
-def _letter(part: str) -> bool:
-    return len(part) == 1 and not part.isdigit()
+    parts = folded.split()
+    return all(
+        (part in STOPWORDS and part not in _MEANINGFUL) or not any(c.isalnum() for c in part)
+        for part in parts
+    )
 
 
 def embedding_text(query: str, words: QueryWords) -> str:

@@ -236,6 +236,11 @@ def check_options(opts: SearchOptions) -> None:
         raise SearchInputError(f"feedback must be one of {', '.join(POLICIES)}")
 
 
+def _embedded_as(ranking: Ranking, semantic: bool) -> Ranking:
+    """The ranking as it ran: without a semantic arm no query words were embedded."""
+    return ranking if semantic else ranking.with_(query_words="all")
+
+
 def looks_like_identifier(query: str) -> bool:
     """Code identifiers, versions and paths: lexical matching is what finds those."""
     words = query.split()
@@ -463,13 +468,13 @@ class Searcher:
         conn: psycopg.Connection,
         opts: SearchOptions,
         embedder: Embedder,
-        gen: store.Generation | None = None,
+        gen: store.Generation,
     ) -> QueryWords:
         """Which words of a query the semantic arm embeds: as the ranking in force says
         (a fixed one, else this model's calibration with the settings over it)."""
         if opts.ranking is not None:
             return opts.ranking.query_words
-        found = self.calibrations.get(conn, embedder.fingerprint, gen.calibrations if gen else None)
+        found = self.calibrations.get(conn, embedder.fingerprint, gen.calibrations)
         ranking = found.ranking if found is not None else DEFAULT_RANKING
         return ranking.apply(opts.overrides).query_words
 
@@ -638,15 +643,16 @@ class Searcher:
         """The ranking in force: explicit options, else this model's calibration (with the
         settings' overrides), else the defaults. Also the absence model and a short note."""
         if opts.ranking is not None:
-            return opts.ranking, None, "fixed"
+            return _embedded_as(opts.ranking, semantic), None, "fixed"
         key = embedder.fingerprint if (semantic and embedder is not None) else LEXICAL_KEY
         found = self.calibrations.get(conn, key, gen.calibrations if gen else None)
         if found is None:
-            return DEFAULT_RANKING.apply(opts.overrides), None, "default (not calibrated)"
+            ranking = DEFAULT_RANKING.apply(opts.overrides)
+            return _embedded_as(ranking, semantic), None, "default (not calibrated)"
         absence = found.absence_hybrid if semantic else found.absence_lexical
         note = "calibrated" if found.ranking_chosen else "default ranking, calibrated absence"
         note += ", with overrides" if opts.overrides else ""
-        return found.ranking.apply(opts.overrides), absence, note
+        return _embedded_as(found.ranking.apply(opts.overrides), semantic), absence, note
 
     def _deliver(
         self,

@@ -16,6 +16,7 @@ from retriever.absence import NAME_SHARE, UNKNOWN_SHARE
 from retriever.calibrate import MIN_NOTES, Lexicon, _doc_term_counts
 from retriever.evaluate import Case, evaluate
 from retriever.lexical import query_terms
+from retriever.query_words import content_words
 from retriever.ranking import Ranking
 from tests.conftest import cli_env, retriever_exe
 from tests.model_factory import build_model
@@ -147,28 +148,62 @@ def test_the_query_words_setting_decides_what_the_semantic_arm_embeds(
     assert fixed.best_cosine == pytest.approx(asked.best_cosine, abs=1e-6)
 
 
-def test_calibration_reports_both_query_forms_and_searches_use_its_choice(
-    make_app, tmp_path: Path, hobby_model, db_url: str
-) -> None:
+def _many_topics(tmp_path: Path) -> Path:
     vault = tmp_path / "many"
     vault.mkdir()
-    _write_vault(vault, TOPICS + [f"{t} club" for t in TOPICS])
+    return _write_vault(vault, TOPICS + [f"{t} club" for t in TOPICS])
+
+
+def test_calibration_reports_both_query_forms_and_keeps_the_better_one(
+    make_app, tmp_path: Path, hobby_model, db_url: str
+) -> None:
+    vault = _many_topics(tmp_path)
     app = make_app(vault, model=hobby_model, calibrate=True)
     cal = app.index().calibration
     assert cal and cal["status"] == "calibrated" and cal["ranking_source"] == "pseudo-queries"
     words = cal["query_words"]
-    assert words["chosen"] in ("all", "content")
-    assert set(words["semantic_only"]) == {"all", "content"}
-    for form in words["semantic_only"].values():
+    scores = words["semantic_only"]
+    assert set(scores) == {"all", "content"}
+    for form in scores.values():
         assert 0.0 <= form["choose"] <= 1.0 and 0.0 <= form["report"] <= 1.0
-    assert cal["ranking"]["query_words"] == words["chosen"]
+    # This vault's frames are its own words ("club", "notes"): dropping stopwords loses.
+    assert scores["content"]["choose"] < scores["all"]["choose"]
+    assert words["chosen"] == "all" == cal["ranking"]["query_words"]
     assert app.search("what is the beginner kit of the kayak club").ranking == cal["label"]
     env = {**cli_env(db_url, tmp_path / "home"), "RETRIEVER_EMBED_MODEL": str(hobby_model)}
     shown = subprocess.run(
         [retriever_exe(), "calibrate", str(vault)], env=env, capture_output=True, text=True
     )
     assert shown.returncode == 0, shown.stderr
-    assert f"query words: {words['chosen']} (semantic arm alone" in shown.stdout
+    assert "query words: all (semantic arm alone, choose/report: all " in shown.stdout
+
+
+def test_calibration_fits_the_query_words_searches_embed(
+    make_app, tmp_path: Path, hobby_model
+) -> None:
+    vault = _many_topics(tmp_path)
+    chosen = make_app(vault, model=hobby_model, calibrate=True).index().calibration
+    assert chosen and chosen["query_words"]["chosen"] == "all"
+    # The setting imposes the other form: the next index run calibrates again, on it.
+    forced = make_app(vault, model=hobby_model, calibrate=True, query_words="content")
+    cal = forced.index().calibration
+    assert cal and cal["status"] == "calibrated"
+    assert cal["query_words"] == {"chosen": "content", "set": True}
+    assert cal["ranking"]["query_words"] == "content" and cal["label"].endswith("+content-words")
+    # Its absence threshold was read off the content words' cosines, not every word's.
+    cosine = "best_cosine"
+    before = chosen["absence"]["hybrid"]["model"]["thresholds"][cosine]
+    assert cal["absence"]["hybrid"]["model"]["thresholds"][cosine] != before
+    # A search with no setting follows the stored choice: the content words' vector.
+    question = "what is the beginner kit of the kayak club"
+    calibrated = make_app(vault, model=hobby_model).search(question)
+    assert calibrated.calibration == "calibrated" and calibrated.ranking == cal["label"]
+    every = make_app(vault, model=hobby_model, query_words="all")
+    direct = every.search(content_words(question))
+    assert calibrated.best_cosine == pytest.approx(direct.best_cosine, abs=1e-6)
+    # Without a semantic arm nothing was embedded, and the label does not pretend it was.
+    lexical = make_app(vault, model=hobby_model).search(question, mode="lexical")
+    assert "words" not in lexical.ranking
 
 
 def test_a_small_vault_keeps_the_defaults_and_says_so(make_app, tmp_path: Path) -> None:

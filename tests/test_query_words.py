@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from retriever.calibrate import WORDS_PROBE, choose_words
+from retriever.calibrate import WORDS_PROBE, choose_words, with_semantic
 from retriever.query_words import content_words, embedding_text
-from retriever.ranking import Ranking
+from retriever.ranking import Arms, Ranking
 
 
 @pytest.mark.parametrize(
@@ -18,11 +18,19 @@ from retriever.ranking import Ranking
     [
         ("How do I merge two notes?", "merge two notes?"),
         ("Is there a way to archive a whole hierarchy", "way archive whole hierarchy"),
-        ("Comment est-ce que je fusionne deux notes ?", "Comment fusionne deux notes"),
+        ("Comment est-ce que je fusionne deux notes ?", "Comment est-ce fusionne deux notes"),
         ("qu'il faut pour l'équipe", "faut l'équipe"),
         ("What changed in Windows 7 and v2.1?", "changed Windows 7 v2.1?"),
         ("where is dendron.yml, and parseConfigFile", "dendron.yml, parseConfigFile"),
         ("  e-mail set-up  ", "e-mail set-up"),
+        ("a to-do list for the how-to guide", "to-do list how-to guide"),
+        ("R vs Python for plan B", "R vs Python plan B"),
+        ("notes not tagged, ne pas supprimer", "notes not tagged, ne pas supprimer"),
+        ("backup before the upgrade", "backup before upgrade"),
+        ("What is IT for in the US?", "IT US?"),
+        ("x = z + 1", "x z 1"),
+        ("where is **bold** in the _docs_", "**bold** _docs_"),
+        ("猫 的 照片 🔥", "猫 的 照片"),
     ],
 )
 def test_content_words_drop_stopwords_and_keep_the_rest_as_written(
@@ -40,6 +48,22 @@ def test_embedding_text_follows_the_form() -> None:
     query = "How do I merge two notes?"
     assert embedding_text(query, "all") == query
     assert embedding_text(query, "content") == "merge two notes?"
+
+
+def test_with_semantic_takes_the_other_arms_semantic_lists_only() -> None:
+    every = Arms(
+        lexical=[{1: 3.0, 2: 1.0}],
+        semantic=[{1: 0.9, 3: 0.5}],
+        title={10: 0.7},
+        doc_of={1: 10, 2: 20, 3: 30},
+        identifier=True,
+    )
+    content = Arms(semantic=[{4: 0.8, 2: 0.6}], doc_of={4: 40, 2: 20})
+    mixed = with_semantic(every, content)
+    assert mixed.lexical == every.lexical and mixed.title == every.title
+    assert mixed.semantic == content.semantic and mixed.identifier
+    assert mixed.doc_of == {1: 10, 2: 20, 3: 30, 4: 40}
+    assert every.doc_of == {1: 10, 2: 20, 3: 30}  # the arms it came from are untouched
 
 
 def test_the_form_is_part_of_the_ranking_and_its_label() -> None:
