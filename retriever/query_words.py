@@ -4,8 +4,8 @@ A static model (Model2Vec) embeds a text as the mean of its words' vectors, so t
 question's frame ("how do I ... in my ...?") pulls every query toward the same common
 direction; a transformer reads those words as syntax and needs them. Calibration measures
 both forms on the vault's pseudo-queries and keeps the content words only where they
-clearly win (Dendron's pseudo-queries, semantic arm alone: 0.169 -> 0.250 nDCG@10 with
-m2v-minilm-256, 0.300 -> 0.279 with all-MiniLM-L6-v2, which therefore keeps every word).
+clearly win (Dendron's pseudo-queries, semantic arm alone: 0.169 -> 0.249 nDCG@10 with
+m2v-minilm-256, 0.300 -> 0.272 with all-MiniLM-L6-v2, which therefore keeps every word).
 Pseudo-queries are asked as questions, so they measure what the frame costs; queries
 written as statements gain less (see the README's measurements).
 """
