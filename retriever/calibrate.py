@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -637,7 +638,8 @@ def calibrate(
         )
     titles = searcher.titles.get(conn).preload(conn)
     vault_languages = languages.present(s.text for n in notes for s in n.sections)
-    arms = run_arms(
+    gather = partial(
+        run_arms,
         conn,
         searcher,
         queries,
@@ -647,6 +649,7 @@ def calibrate(
         spare=spare,
         titles=titles,
     )
+    arms = gather()
     walker, prior = searcher.links(conn, Scope("", {}))
     walk = CachedWalk(walker)
     split = {s: [i for i, q in enumerate(queries) if q.split == s] for s in ("choose", "report")}
@@ -675,18 +678,7 @@ def calibrate(
     if model is not None and embedder is not None:
 
         def content() -> Chooser:
-            again = run_arms(
-                conn,
-                searcher,
-                queries,
-                embedder=embedder,
-                model=model,
-                bm25=bm25,
-                spare=spare,
-                titles=titles,
-                words="content",
-                semantic_only=True,
-            )
+            again = gather(words="content", semantic_only=True)
             return chooser([with_semantic(a, c) for a, c in zip(arms, again, strict=True)])
 
         words, why, hybrid_chooser = query_form(chooser(arms), content, forced=query_words, few=few)
