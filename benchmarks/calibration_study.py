@@ -112,9 +112,8 @@ def main() -> None:
             return chooser_of([cal.with_semantic(a, c) for a, c in zip(arms, again, strict=True)])
 
         # The query words as calibration chooses them, for the pseudo and the real queries.
-        words, _, chooser = cal.query_form(
-            chooser_of(arms), content, forced=None, few=model is None
-        )
+        few = model is None or cal._too_few_to_choose(queries)
+        words, _, chooser = cal.query_form(chooser_of(arms), content, forced=None, few=few)
         bench = chooser.bench
         chosen = cal.corrected(cal.choose_ranking(chooser, hybrid=model is not None))
         chosen = chosen.with_(query_words=words)

@@ -627,16 +627,19 @@ class Retriever:
         return None if words == "auto" else words
 
     def _calibration_due(self, conn: psycopg.Connection, key: str, n_docs: int) -> bool:
-        """The model or the vault changed, or the settings impose query words the stored
-        thresholds were not fitted on."""
+        """The model or the vault changed, or the query words the stored thresholds were
+        fitted on are not the ones searches will embed: the setting imposes other words,
+        or it imposed them then and calibration may now choose."""
         drift = self.settings.calibrate_drift
         if calibration_store.needs_calibration(conn, key, n_docs, drift=drift):
             return True
-        forced = self._forced_query_words()
-        if forced is None or key == LEXICAL_KEY:
+        if key == LEXICAL_KEY:
             return False
-        found = self._searcher.calibrations.get(conn, key)
-        return found is not None and found.ranking.query_words != forced
+        stored = (calibration_store.load_result(conn, key) or {}).get("query_words") or {}
+        forced = self._forced_query_words()
+        if forced is None:
+            return bool(stored.get("set"))
+        return stored.get("chosen", "all") != forced
 
     def _calibrate_one(self, embedder: Embedder | None, force: bool) -> dict[str, Any]:
         with self.db.connection() as conn:

@@ -7,7 +7,7 @@ both forms on the vault's pseudo-queries and keeps the content words only where 
 clearly win (Dendron's pseudo-queries, semantic arm alone: 0.169 -> 0.249 nDCG@10 with
 m2v-minilm-256, 0.300 -> 0.272 with all-MiniLM-L6-v2, which therefore keeps every word).
 Pseudo-queries are asked as questions, so they measure what the frame costs; queries
-written as statements gain less (see the README's measurements).
+written as statements gain less, or lose (see the README's measurements).
 """
 
 from __future__ import annotations
@@ -27,15 +27,18 @@ _MEANINGFUL = frozenset({"not", "no", "nor", "ne", "pas", "ni", "before", "after
 def content_words(query: str) -> str:
     """The query without its stopwords (the English and French list BM25 drops, except
     negations and before/after), words kept as written; an acronym in capitals (IT, US,
-    WHO) is kept. The query itself when nothing would be left."""
-    kept = [word for word in query.split() if not _is_stopword(word.strip(_EDGE))]
+    WHO) or a capital letter inside the query is kept. The query itself when nothing
+    would be left."""
+    words = query.split()
+    kept = [w for i, w in enumerate(words) if not _is_stopword(w.strip(_EDGE), first=i == 0)]
     return " ".join(kept) if kept else query
 
 
-def _is_stopword(core: str) -> bool:
+def _is_stopword(core: str, *, first: bool) -> bool:
     """Bare punctuation, or a word made only of stopwords and elided articles (``I``,
-    ``l'``, ``qu'il``)."""
-    if len(core) > 1 and core.isupper():
+    ``l'``, ``qu'il``). A capital inside the query names something ("vitamin D",
+    "plan B", "pointers in C"), unless it is "I"."""
+    if core.isupper() and (len(core) > 1 or (not first and core != "I")):
         return False
     folded = fold(core)
     for mark in _ELISION:

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import threading
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 
@@ -190,6 +191,7 @@ def test_calibration_fits_the_query_words_searches_embed(
     assert cal and cal["status"] == "calibrated"
     assert cal["query_words"] == {"chosen": "content", "set": True}
     assert cal["ranking"]["query_words"] == "content" and cal["label"].endswith("+content-words")
+    assert forced.index().calibration == {"status": "current", "model": ANY}  # settled
     # Its absence threshold was read off the content words' cosines, not every word's.
     cosine = "best_cosine"
     before = chosen["absence"]["hybrid"]["model"]["thresholds"][cosine]
@@ -202,8 +204,11 @@ def test_calibration_fits_the_query_words_searches_embed(
     direct = every.search(content_words(question))
     assert calibrated.best_cosine == pytest.approx(direct.best_cosine, abs=1e-6)
     # Without a semantic arm nothing was embedded, and the label does not pretend it was.
-    lexical = make_app(vault, model=hobby_model).search(question, mode="lexical")
-    assert "words" not in lexical.ranking
+    assert "words" not in forced.search(question, mode="lexical").ranking
+    # The setting gone, the next index run lets calibration choose again.
+    again = make_app(vault, model=hobby_model, calibrate=True).index().calibration
+    assert again and again["status"] == "calibrated"
+    assert again["query_words"]["chosen"] == "all" and "set" not in again["query_words"]
 
 
 def test_a_small_vault_keeps_the_defaults_and_says_so(make_app, tmp_path: Path) -> None:

@@ -31,6 +31,9 @@ from retriever.ranking import Arms, Ranking
         ("x = z + 1", "x z 1"),
         ("where is **bold** in the _docs_", "**bold** _docs_"),
         ("猫 的 照片 🔥", "猫 的 照片"),
+        ("vitamin D deficiency", "vitamin D deficiency"),
+        ("A question about pointers in C", "question pointers C"),
+        ("I think I need the I/O docs", "think need I/O docs"),
     ],
 )
 def test_content_words_drop_stopwords_and_keep_the_rest_as_written(
