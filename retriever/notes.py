@@ -516,9 +516,9 @@ def list_notes(
     """Indexed notes (metadata only), in path order, one page at a time."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= LIST_MAX_LIMIT:
         raise NoteQueryError(f"limit must be a whole number between 1 and {LIST_MAX_LIMIT}")
-    folder_norm = None
-    if folder is not None and str(folder).strip().strip("/"):
-        folder_norm = clean_relative(str(folder).strip().rstrip("/"), what="folder")
+    # A folder the index can hold no note of is refused as search refuses it: an empty
+    # page would read as "nothing there yet".
+    folder_norm = folder_filter(app, str(folder)) if folder is not None else None
     if note_type is not None and (not isinstance(note_type, str) or len(note_type) > 100):
         raise NoteQueryError("type must be a short note type such as 'howto'")
     when = parse_modified_after(modified_after)

@@ -213,6 +213,13 @@ def test_search_in_a_folder_the_vault_lacks_says_so(mcp: Caller, vault_copy: Pat
     assert "excluded" in mcp.error("search", queries="journal", folder="private")
     (vault_copy / "a%20b").mkdir()  # an odd name, but a real folder: searched
     assert mcp.ok("search", queries="backups", folder="a%20b")["hits"] == []
+    # Listing a folder is checked the same way (it answered an empty page).
+    assert mcp.error("list_notes", folder="homelabs") == "no folder 'homelabs' in the vault"
+    message = mcp.error("list_notes", folder="Homelab/")
+    assert message == "no folder 'Homelab' in the vault: did you mean 'homelab'?"
+    assert "excluded" in mcp.error("list_notes", folder="private")
+    assert mcp.ok("list_notes", folder="a%20b")["notes"] == []
+    assert mcp.ok("list_notes", folder="/")["notes"]  # the whole vault
 
 
 def test_search_absent_topic_says_so(mcp: Caller) -> None:
