@@ -17,7 +17,7 @@ from retriever.absence import AbsenceModel
 from retriever.ranking import Ranking
 
 LEXICAL_KEY = ""  # the row for searches without a semantic arm
-CALIBRATION_VERSION = 10  # bump when the procedure changes: stored results are redone
+CALIBRATION_VERSION = 11  # bump when the procedure changes: stored results are redone
 # (9: the vault's languages stored for query feedback; 10: the query words chosen per model)
 
 

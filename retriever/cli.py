@@ -435,6 +435,8 @@ def _print_calibration(result: dict[str, Any]) -> None:
     )
     if result.get("pseudo_best") != result["label"]:
         say(f"(pseudo-queries preferred {result['pseudo_best']}; semantic weight corrected)")
+    elif result.get("semantic_correction") == 1.0:
+        say("(the fusion did not beat BM25 alone on the pseudo-queries: weight not corrected)")
     say(f"{'candidate':<44}{'choose':>8}{'report':>8}")
     for row in result["candidates"]:
         say(f"{row['ranking']:<44}{row['choose']:>8.3f}{row['report']:>8.3f}")

@@ -16,7 +16,7 @@ from retriever.absence import (
     unknown_name,
     unknown_share,
 )
-from retriever.calibrate import Chooser
+from retriever.calibrate import Chooser, corrected, lexical_twin
 from retriever.fuse import linear
 from retriever.lexical import tokenize
 from retriever.pseudo import NoteSample, Section, make_queries, note_order, plain_text
@@ -455,6 +455,21 @@ def test_each_fusion_keeps_its_best_semantic_weight_whatever_the_grid_order() ->
     assert chooser.best_weights([high, low]) == [high]  # a weight listed first gains nothing
     # Across fusions the simpler one (listed first) still wins within the noise.
     assert chooser.pick(chooser.best_weights([low, high, rrf_low])) == high
+
+
+def test_the_semantic_weight_is_doubled_only_when_the_fusion_beat_bm25_alone() -> None:
+    fusion = Ranking("linear", 0.125, title_weight=0.5, query_words="content")
+    bm25 = lexical_twin(fusion)
+    assert bm25 == Ranking("lexical", 0.125, title_weight=0.5)  # same title, graph, lean
+    earned = _chooser({fusion: [0.6, 0.5], bm25: [0.5, 0.5]})
+    assert corrected(fusion, earned) == fusion.with_(semantic_weight=0.25)
+    # BM25 alone as good (or better): the fusion stays only because one arm must win
+    # clearly to replace it, and its weight is left as the pseudo-queries chose it.
+    for lexical in ([0.55, 0.55], [0.6, 0.6]):
+        assert corrected(fusion, _chooser({fusion: [0.6, 0.5], bm25: lexical})) == fusion
+    # A single arm has no weight to correct.
+    alone = Ranking("lexical")
+    assert corrected(alone, _chooser({alone: [0.5], lexical_twin(alone): [0.5]})) == alone
 
 
 def test_the_uncalibrated_rule_also_flags_a_name_no_note_mentions() -> None:
