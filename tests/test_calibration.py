@@ -14,7 +14,7 @@ from unittest.mock import ANY
 import pytest
 
 from retriever.absence import NAME_SHARE, UNKNOWN_SHARE
-from retriever.calibrate import MIN_NOTES, Lexicon, _doc_term_counts
+from retriever.calibrate import MIN_NOTES, Lexicon, _doc_term_counts, lexical_twin
 from retriever.evaluate import Case, evaluate
 from retriever.lexical import query_terms
 from retriever.query_words import content_words
@@ -171,12 +171,20 @@ def test_calibration_reports_both_query_forms_and_keeps_the_better_one(
     assert scores["content"]["choose"] < scores["all"]["choose"]
     assert words["chosen"] == "all" == cal["ranking"]["query_words"]
     assert app.search("what is the beginner kit of the kayak club").ranking == cal["label"]
+    # The semantic weight was doubled exactly when the fusion beat BM25 alone (with the
+    # same settings) on the choose half; the report shows both, and says which it did.
+    scores = {row["ranking"]: row["choose"] for row in cal["candidates"]}
+    twin = lexical_twin(Ranking.from_dict(cal["ranking"])).label()
+    earned = scores[cal["pseudo_best"]] > scores[twin]
+    assert cal["semantic_correction"] == (2.0 if earned else 1.0)
+    assert (cal["label"] != cal["pseudo_best"]) == earned
     env = {**cli_env(db_url, tmp_path / "home"), "RETRIEVER_EMBED_MODEL": str(hobby_model)}
     shown = subprocess.run(
         [retriever_exe(), "calibrate", str(vault)], env=env, capture_output=True, text=True
     )
     assert shown.returncode == 0, shown.stderr
     assert "query words: all (semantic arm alone, choose/report: all " in shown.stdout
+    assert ("did not beat BM25 alone on the pseudo-queries" in shown.stdout) == (not earned)
 
 
 def test_calibration_fits_the_query_words_searches_embed(
