@@ -372,3 +372,36 @@ def test_a_seed_under_a_wallet_or_a_count_of_words(template: str) -> None:
 )
 def test_a_wallet_name_or_a_count_of_words_without_a_seed_stays(text: str) -> None:
     assert redact(text) == (text, {})
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "plink -pw {v} host",
+        "plink.exe -ssh -pw {v} admin@10.0.0.2",
+        "pscp -pw {v} file.txt user@host:/tmp",
+        "sshpass -p {v} ssh root@nas",
+        "mysql -u root -p{v} db",
+        "redis-cli -a {v} ping",
+        "docker login -u bob -p {v} registry.example.com",
+        "smbclient //nas/share -U bob%{v}",
+        "7z x backup.7z -p{v}",
+    ],
+)
+@pytest.mark.parametrize("value", ["Tr0ub4dor&3", "P&ssw0rd", "a&b9Xy!2&c"])
+def test_an_ampersand_inside_a_command_line_password(template: str, value: str) -> None:
+    check(template, value=value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plink -pw $PW host && echo done",
+        "sshpass -p $PASS ssh host && ls",
+        "mysql -u root -p db && echo ok",
+        "redis-cli -a $REDIS_PW ping & wait",
+        "plink -batch host & disown",
+    ],
+)
+def test_a_shell_ampersand_after_a_command_stays(text: str) -> None:
+    assert redact(text) == (text, {})

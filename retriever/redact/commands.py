@@ -17,9 +17,12 @@ from retriever.redact.assign import classify_key
 from retriever.redact.core import MARK, Edit, Note, keep_first, lines_above, marker
 from retriever.redact.values import high_entropy, is_placeholder, is_wordy, looks_random
 
-_VALUE = r"(?P<v>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"|;&<>]+)"
+# A value's characters: an "&" between two of them is one too ("plink -pw Tr0ub4dor&3"),
+# not a shell's "&&", "&>" or a lone "& " that sends the command to the background.
+_RUN = r"(?:[^\s'\"|;&<>]|&(?=[^\s'\"|;&<>]))"
+_VALUE = rf"(?P<v>'[^'\n]+'|\"[^\"\n]+\"|{_RUN}+)"
 _QUOTED = r"(?P<v>'[^'\n]+'|\"[^\"\n]+\")"
-_WORD = r"(?P<v>'[^'\s]+'|\"[^\"\s]+\"|[^\s'\"|;&<>]+)"  # one word: "hello world" is a message
+_WORD = rf"(?P<v>'[^'\s]+'|\"[^\"\s]+\"|{_RUN}+)"  # one word: "hello world" is a message
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +55,7 @@ _RULES: tuple[_Rule, ...] = (
     # -pSECRET, attached (a bare -p prompts; -P is the port).
     _rule(
         (" -p",),
-        rf"{_CMD}{_MYSQL}{_GAP}-p(?P<v>[^\s'\"|;&<>-][^\s'\"|;&<>]*|'[^'\n]+'|\"[^\"\n]+\")",
+        rf"{_CMD}{_MYSQL}{_GAP}-p(?P<v>[^\s'\"|;&<>-]{_RUN}*|'[^'\n]+'|\"[^\"\n]+\")",
     ),
     _rule((" -p",), rf"{_CMD}sshpass{_GAP}-p[ \t]*{_VALUE}"),
     _rule((" -a", "--pass"), rf"{_CMD}redis-cli{_GAP}(?:-a|--pass)[ \t]+{_VALUE}"),
@@ -88,7 +91,7 @@ _RULES: tuple[_Rule, ...] = (
     _rule(
         (" -u", "--user"),
         rf"{_CMD}(?:smbclient|rpcclient|smbmap|smbcacls|crackmapexec|netexec|nxc)"
-        rf"{_GAP}(?:-U|--user(?:name)?)[ \t=]*['\"]?[^\s%'\"]{{1,64}}%(?P<v>[^\s'\"|;&<>]+)",
+        rf"{_GAP}(?:-U|--user(?:name)?)[ \t=]*['\"]?[^\s%'\"]{{1,64}}%(?P<v>{_RUN}+)",
     ),
     _rule(
         (" -w",),
@@ -101,7 +104,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _rule(
         (" -p",),
-        rf"{_CMD}7z[az]?{_GAP}-p(?P<v>[^\s'\"|;&<>-][^\s'\"|;&<>]*|'[^'\n]+'|\"[^\"\n]+\")",
+        rf"{_CMD}7z[az]?{_GAP}-p(?P<v>[^\s'\"|;&<>-]{_RUN}*|'[^'\n]+'|\"[^\"\n]+\")",
     ),
     _rule((" -p", "--password"), rf"{_CMD}(?:un)?zip{_GAP}(?:-P|--password)[ \t]+{_VALUE}"),
     _rule((" -p",), rf"{_CMD}ipmitool{_GAP}-P[ \t]+{_VALUE}"),
