@@ -25,7 +25,9 @@ from pathlib import Path
 import pytest
 from mnemonic import Mnemonic
 
+from retriever.lexical import STOPWORDS
 from retriever.redact import KINDS, REDACTOR_VERSION, redact
+from retriever.redact.values import bip39_words
 
 LOWER = string.ascii_lowercase
 UPPER = string.ascii_uppercase
@@ -1004,6 +1006,41 @@ def test_a_google_app_password_below_or_beside_its_label(template: str) -> None:
     secret = " ".join(rand(4, LOWER) for _ in range(4))
     note = HEAD + template.replace("{s}", secret) + TAIL
     assert_redacted(note, [secret], Counter({"password": 1}))
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        'MAIL_PASSWORD="{s}"',
+        "SMTP_PASSWORD='{s}'",
+        'EMAIL_HOST_PASSWORD = "{s}"',
+        'password: "{s}"',
+        '{{"smtp": {{"password": "{s}"}}}}',
+    ],
+)
+def test_a_spaced_app_password_under_a_password_key(template: str) -> None:
+    """Google shows app passwords as four groups of four letters; pasted as shown, the
+    quoted value holds blanks, which elsewhere say a value is prose."""
+    secret = " ".join(rand(4, LOWER) for _ in range(4))
+    while sum(w in STOPWORDS or w in bip39_words() for w in secret.split()) > 1:
+        secret = " ".join(rand(4, LOWER) for _ in range(4))  # two common words: a sentence
+    line = template.format(s=secret)
+    assert redact(line) == (line.replace(secret, "[REDACTED:password]"), Counter({"password": 1}))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'MAIL_PASSWORD="this will work fine"',
+        'SMTP_PASSWORD="some long text here"',
+        'password: "your pass word here"',
+        'MAIL_PASSWORD="xxxx xxxx xxxx xxxx"',
+        'MAIL_PASSWORD="change this now"',
+        'MAIL_FROM="qwzx efgh ijkl mnop"',
+    ],
+)
+def test_four_short_words_under_a_password_key_stay(line: str) -> None:
+    assert redact(line) == (line, Counter())
 
 
 def test_frontmatter_scrubbed() -> None:

@@ -7,11 +7,13 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
+from retriever.lexical import STOPWORDS
 from retriever.redact.core import MARK, Edit, Note, marker, splice
 from retriever.redact.values import (
     CAMEL_WORD,
     DIGITS,
     VOWEL,
+    bip39_words,
     high_entropy,
     is_code_ref,
     is_identifier,
@@ -371,10 +373,25 @@ def run_end(text: str, pos: int) -> int:
     return end
 
 
+# A Google app password as Google shows it, "qwzx efgh ijkl mnop": sixteen random letters.
+_APP_PASSWORD = re.compile(r"[a-z]{4}(?: [a-z]{4}){3}")
+
+
+def _app_password(v: str) -> bool:
+    """Four groups of four letters, at most one of them a common word: "this will work
+    fine" and "some long text here" are sentences."""
+    if not _APP_PASSWORD.fullmatch(v):
+        return False
+    common = bip39_words()
+    return sum(w in STOPWORDS or w in common for w in v.split()) <= 1
+
+
 def _judge(tier: str, kind: str, raw: str, v: str, site: _Site) -> str:
     """The kind to redact ``v`` as, or '' to keep it. ``raw`` is before trimming."""
     if is_placeholder(raw) or is_placeholder(v) or "://" in v or is_path(v):
         return ""
+    if tier == "password" and site.quoted and _app_password(v):
+        return kind  # MAIL_PASSWORD="qwzx efgh ijkl mnop": spaced, but not prose
     if any(ch.isspace() for ch in v) and (tier != "password" or is_prose(v)):
         return ""  # tokens have no spaces; a spaced password is kept only if not prose
     if not site.quoted and not _unquoted_is_literal(v, site):

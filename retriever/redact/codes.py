@@ -18,11 +18,11 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from functools import cache
 
 from retriever.lexical import STOPWORDS
 from retriever.redact.assign import VETO_LAST
 from retriever.redact.core import LINE_BREAKS, MARK, Edit, Note, keep_first, marker
+from retriever.redact.values import bip39_words
 
 _S = r"[ \t]+"
 
@@ -226,24 +226,13 @@ def _four_digits(s: str) -> bool:
     return len(s) == 4 and s.isdigit()
 
 
-@cache
-def _bip39_words() -> frozenset[str]:
-    """The English and French BIP-39 lists (what wallets print), composed."""
-    try:
-        from mnemonic import Mnemonic  # read once, and only when a seed label is found
-    except ImportError:  # an install older than the dependency: no seed is recognised
-        return frozenset()
-    words = Mnemonic("english").wordlist + Mnemonic("french").wordlist
-    return frozenset(unicodedata.normalize("NFC", w) for w in words)
-
-
 def _seed_spans(text: str, start: int, stop: int) -> tuple[list[tuple[int, int]], int] | None:
     """The runs of seed words on ``text[start:stop]`` (numbering such as "1." allowed; a run
     never spans a line break) and how many words they hold, or None when a token is not
     a BIP-39 word."""
     if stop - start > _LONGEST_LIST_LINE:
         return None
-    known = _bip39_words()
+    known = bip39_words()
     spans: list[tuple[int, int]] = []
     words = 0
     for a, b in _tokens(text, start, stop, _SEED_TOKEN, _SEED_ASIDE):

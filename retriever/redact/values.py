@@ -6,7 +6,9 @@ import base64
 import binascii
 import math
 import re
+import unicodedata
 from collections import Counter
+from functools import cache
 
 from retriever.redact.core import MARK
 
@@ -219,3 +221,14 @@ def is_code_ref(v: str) -> bool:
         return False
     parts = [DIGITS.sub("", p).replace("$", "") for p in v.split(".")]
     return sum(is_wordy(p) for p in parts if p) * 2 >= len(parts)
+
+
+@cache
+def bip39_words() -> frozenset[str]:
+    """The English and French BIP-39 lists (what wallets print), composed: common words."""
+    try:
+        from mnemonic import Mnemonic  # read once, when a seed or an app password is judged
+    except ImportError:  # an install older than the dependency: no seed is recognised
+        return frozenset()
+    words = Mnemonic("english").wordlist + Mnemonic("french").wordlist
+    return frozenset(unicodedata.normalize("NFC", w) for w in words)
