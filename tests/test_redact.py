@@ -1043,6 +1043,61 @@ def test_four_short_words_under_a_password_key_stay(line: str) -> None:
     assert redact(line) == (line, Counter())
 
 
+@pytest.mark.parametrize("n", [32, 40, 64])
+@pytest.mark.parametrize(
+    "template",
+    [
+        "OPENWEATHER_KEY={v}",
+        "OPENWEATHER_KEY: {v}",
+        "export TMDB_KEY={v}",
+        "  lastfm_key: '{v}'",
+        'NEWSAPI_KEY="{v}"',
+        "- WEATHER_KEY={v}",
+    ],
+)
+def test_hex_under_a_vendors_key_name(template: str, n: int) -> None:
+    """Many services issue API keys as hex: under ``<VENDOR>_KEY`` it is the key."""
+    value = rand(n, HEX)
+    line = template.format(v=value)
+    assert redact(line) == (line.replace(value, "[REDACTED:secret]"), Counter({"secret": 1}))
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "KEY={v}",
+        "CACHE_KEY={v}",
+        "HASH_KEY: {v}",
+        "GPG_KEY={v}",
+        "IDEMPOTENCY_KEY={v}",
+        "SORT_KEY={v}",
+        "COMMIT_KEY={v}",
+        "OPENWEATHER_KEY={v}0",
+    ],
+)
+def test_hex_under_a_bare_or_lookup_key_stays(template: str) -> None:
+    line = template.format(v=rand(32, HEX))
+    assert redact(line) == (line, Counter())
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "PRIMARY_KEY=id",
+        "SORT_KEY=name",
+        "CACHE_KEY=user:{id}",
+        "KEY=value",
+        "OPENWEATHER_KEY=<your key here>",
+        "OPENWEATHER_KEY=" + "x" * 32,
+        "OPENWEATHER_KEY=your_api_key_here",
+        "ROUTING_KEY=orders.created",
+        "OPENWEATHER_KEY=" + "1234567890" * 4,
+    ],
+)
+def test_names_and_placeholders_under_a_key_stay(line: str) -> None:
+    assert redact(line) == (line, Counter())
+
+
 def test_frontmatter_scrubbed() -> None:
     pw, key = password(), rand(32)
     note = frontmatter(f"db_password: {pw}\napi_key: {key}") + HEAD + TAIL

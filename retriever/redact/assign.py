@@ -11,7 +11,9 @@ from retriever.lexical import STOPWORDS
 from retriever.redact.core import MARK, Edit, Note, marker, splice
 from retriever.redact.values import (
     CAMEL_WORD,
+    DIGIT,
     DIGITS,
+    HEXLIKE,
     VOWEL,
     bip39_words,
     high_entropy,
@@ -386,6 +388,34 @@ def _app_password(v: str) -> bool:
     return sum(w in STOPWORDS or w in common for w in v.split()) <= 1
 
 
+# What a name before "_KEY" says the key is: a lookup, an index, a hash or a public key's
+# fingerprint, not a credential ("CACHE_KEY", "SORT_KEY", "GPG_KEY", "COMMIT_KEY").
+_LOOKUP_KEY_WORDS = frozenset(
+    """
+    primary foreign sort partition cache routing idempotency lookup row object s3 redis
+    dedup dedupe unique composite shard range map dict entry item record lock group message
+    event request trace correlation etag hash sha sha1 sha256 md5 gpg pgp gnupg public host
+    index translation i18n locale cursor commit git rev revision build release version
+    checksum content file cdn bucket path query sql db table column field react list node
+    """.split()
+)
+
+
+def _vendor_hex_key(key: str, v: str) -> bool:
+    """32, 40 or 64 hex characters under a vendor's ``*_KEY`` (``OPENWEATHER_KEY``,
+    ``TMDB_KEY``): many services issue their API keys as hex. A bare ``key`` or one named
+    as a lookup (``CACHE_KEY``) holds hashes and ids."""
+    segs = _key_segments(key)
+    if len(segs) < 2 or segs[-1] != "key" or any(s in _LOOKUP_KEY_WORDS for s in segs):
+        return False
+    return (
+        len(v) in (32, 40, 64)
+        and HEXLIKE.fullmatch(v) is not None
+        and DIGIT.search(v) is not None
+        and not v.isdigit()
+    )
+
+
 def _judge(tier: str, kind: str, raw: str, v: str, site: _Site) -> str:
     """The kind to redact ``v`` as, or '' to keep it. ``raw`` is before trimming."""
     if is_placeholder(raw) or is_placeholder(v) or "://" in v or is_path(v):
@@ -413,6 +443,8 @@ def _judge(tier: str, kind: str, raw: str, v: str, site: _Site) -> str:
         return ""
     if userpass_b64(v):
         return "basic_auth"
+    if _vendor_hex_key(site.key, v):
+        return "secret"  # OPENWEATHER_KEY=<32 hex>
     return kind if high_entropy(v) else ""
 
 
