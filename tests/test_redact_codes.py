@@ -132,6 +132,59 @@ def test_a_door_code_with_a_letter_and_a_safe_combination() -> None:
     check("Safe combination: {0}", [f"{digits(2)}-{digits(2)}-{digits(2)}"], "pin")
 
 
+@pytest.mark.parametrize(
+    "template",
+    [
+        "Garage keypad: {0}",
+        "Front door keypad: {0}",
+        "Keypad: {0}",
+        "Keypad code {0}",
+        "Building keypad code {0}",
+        "Alarm: {0}",
+        "Alarm panel code: {0}",
+        "Lockbox: {0}",
+        "Key safe = {0}",
+        "- Shed padlock: {0} (new one)",
+        "Keypad code at mum's: {0}",
+        "Garage keypad = {0}.",
+        "Alarme : {0}",
+        "Cadenas du vélo : {0}",
+    ],
+)
+def test_a_pin_after_a_device_or_a_place(template: str) -> None:
+    check(template, [pin_code()], "pin")
+
+
+def test_a_padlock_combination_of_single_digits() -> None:
+    check("Shed padlock: {0}", ["-".join(digits(1) for _ in range(4))], "pin")
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        "Garage: 2 cars",
+        "Room 4471",
+        "Error code: 404",
+        "Zip code 75011",
+        "HTTP status code 500",
+        "keypad 4471 model",
+        "Alarm 2580 Hz",
+        "Alarm: 2500 ms",
+        "Keypad: 1234 layout",
+        "Alarm: 2024",
+        "Keypad: broken since 2023",
+        "Alarm: 07:30",
+        "Building code: 1234",
+        "Lockbox: in the garage",
+        "Lockbox: 4B28A",
+        "Padlock: 3 digits",
+        "Alarm code 1001: overtemperature",
+    ],
+)
+def test_a_device_or_a_place_without_a_code_stays(note: str) -> None:
+    assert redact(note) == (note, Counter())
+
+
 # --------------------------------------------------------------------------- recovery codes
 
 

@@ -37,8 +37,14 @@ _PIN_LABEL = _labels(
     "puk(?: code)?",
     "passcode",
     "digicode",
-    "(?:door|gate|garage(?: door)?|front door|alarm|entry|entrance|lockbox|keybox|key box"
-    "|lock|padlock|safe|locker|intercom|buzzer|unlock|voicemail) (?:code|combination|combo|pin)",
+    "(?:door|gate|garage(?: door)?|front door|alarm(?: panel| system)?|entry|entrance|lockbox"
+    "|keybox|key box|key safe|lock|padlock|safe|locker|intercom|buzzer|unlock|voicemail)"
+    " (?:code|combination|combo|pin)",
+    # A device or a place alone needs a separator after it ("Garage keypad: 8264", "Alarm:
+    # 2580"): see _PLACE.
+    "(?:(?:door|gate|garage(?: door)?|front door|building|entry|entrance|alarm|shed) )?keypad"
+    "(?: (?:code|combination|combo|pin))?",
+    "alarm|alarme|lockbox|keybox|key box|key safe|padlock|cadenas",
     "code (?:pin|cb|secret|confidentiel)",
     "code (?:de (?:la |ma )?|du |d['’])?(?:carte(?: (?:bleue|bancaire|sim))?|porte|portail"
     "|garage|alarme|entr[ée]e|immeuble|cadenas|coffre(?:-fort)?|casier|interphone|acc[eè]s)",
@@ -74,7 +80,26 @@ _LABELS = re.compile(
 # Each hint costs a pass over the note: few and short, some shared with the prose rules
 # ("pass"). "code" holds "digicode", "codes", "security code"; "comb" "combo",
 # "combination", "combinaison"; "cv" "cvv" and "cvc"; "pass" "passcode" and "passphrase".
-_HINTS = ("pin", "puk", "code", "comb", "seed", "mnemonic", "phrase", "pass", "cv", "card")
+_HINTS = (
+    "pin",
+    "puk",
+    "code",
+    "comb",
+    "seed",
+    "mnemonic",
+    "phrase",
+    "pass",
+    "cv",
+    "card",
+    "keypad",
+    "alarm",
+    "lockbox",
+    "keybox",
+    "key box",
+    "key safe",
+    "padlock",
+    "cadenas",
+)
 # Seed phrases under a wallet's name or a count of words (their lines only).
 _SEED_HINTS = ("words", "mots", "metamask", "ledger", "trezor", "exodus", "phantom", "electrum")
 
@@ -112,25 +137,35 @@ def _vetoed(qualifier: str | None) -> bool:
 # decimal, a date, a time or a colon ("Alarm code 1001: overtemperature"), nor by a card
 # already redacted (the same verdict on a second pass).
 _PIN_VALUE = re.compile(
-    r"#?(?:\d{2,4}(?:[ -]\d{2,4}){1,3}|[0-9A-Z]{3,12})#?"
+    r"#?(?:\d{2,4}(?:[ -]\d{2,4}){1,3}|\d(?:[ -]\d){3,7}|[0-9A-Z]{3,12})#?"
     r"(?![0-9A-Za-z#]|[ -]?(?:\d|\[REDACTED:)|[.,/:]\d|:)"
 )
 _ISO_DATE = re.compile(r"\d{4}-\d\d-\d\d")
+# Where a code after a place's name ends: its line, its sentence, an aside.
+_CLAUSE_END = re.compile(r"[`\"'»”*]*[ \t]*(?:[.,;!)(\[–—]|[ \t]-[ \t]|\r?\Z)")
+# The labels that name only a device or a place: a separator must follow ("keypad 4471
+# model" is a product), and the code is digits, not a year ("Alarm: 2024").
+_PLACE = re.compile(
+    r"(?:(?:door|gate|garage(?: door)?|front door|building|entry|entrance|alarm|shed)[ \t]+)?"
+    r"keypad|alarm|alarme|lockbox|keybox|key[ \t]+box|key[ \t]+safe|padlock|cadenas"
+)
 _CVV_VALUE = re.compile(r"\d{3,4}(?![\w/]|[.,:-]\d)")
 
 
-def _pin_ok(v: str, bare: bool) -> bool:
+def _pin_ok(v: str, bare: bool, place: bool = False) -> bool:
     """A PIN or a door code. With no separator after the label ("pin 1234") only plain
-    digits, and no year ("PIN 2019", "unlock code 1984")."""
+    digits, and no year ("PIN 2019", "unlock code 1984"); after a device's or a place's
+    name alone ("Alarm: 2580"), digits and no year."""
     core = v.replace(" ", "").replace("-", "").strip("#")
     digits = sum(c.isdigit() for c in core)
     if not core.strip("0"):
         return False  # "0000": a placeholder
     if digits < len(core):  # a door code: "4B28A"
-        return not bare and digits >= 3 and len(core) <= 10
+        return not bare and not place and digits >= 3 and len(core) <= 10
     if _ISO_DATE.fullmatch(v):
         return False
-    if bare and (core != v or (len(core) == 4 and core[:2] in ("19", "20"))):
+    year = len(core) == 4 and core[:2] in ("19", "20")
+    if (bare and core != v) or ((bare or place) and year):
         return False
     return 4 <= digits <= 12
 
@@ -141,10 +176,12 @@ def _value_at(text: str, pos: int, end: int, pattern: re.Pattern[str]) -> re.Mat
     return pattern.match(text, pos, end)
 
 
-def _pin_edit(text: str, pos: int, end: int, bare: bool) -> Edit | None:
+def _pin_edit(text: str, pos: int, end: int, bare: bool, place: bool = False) -> Edit | None:
     m = _value_at(text, pos, end, _PIN_VALUE)
-    if m is None or not _pin_ok(m.group(), bare):
+    if m is None or not _pin_ok(m.group(), bare, place):
         return None
+    if place and _CLAUSE_END.match(text, m.end(), end) is None:
+        return None  # "Alarm: 2500 ms", "Keypad: 1234 layout": a measure, a model
     return m.start(), m.end(), marker("pin")
 
 
@@ -339,7 +376,10 @@ def _edits_for(text: str, label: re.Match[str], end: int) -> tuple[list[Edit], i
     if rule == "pin":
         if bare and label.group() == "pin" and text.startswith("pin", label.start()):
             return [], end  # "pin 13": a chip's; "PIN 4821", "card Pin 4821": a code
-        edit = _pin_edit(text, after.end(), end, bare)
+        place = _PLACE.fullmatch(label.group()) is not None
+        if bare and place:
+            return [], end  # "keypad 4471 model", "alarm 2580 Hz"
+        edit = _pin_edit(text, after.end(), end, bare, place)
     elif rule == "cvv":
         edit = _cvv_edit(text, after.end(), end)
     else:
