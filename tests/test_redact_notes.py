@@ -355,6 +355,61 @@ def test_a_password_after_with_is_judged_as_after_a_separator(template: str) -> 
 
 
 @pytest.mark.parametrize(
+    "template",
+    [
+        "I changed the wifi password to {s}",
+        "Set the root password to {s}.",
+        "reset my Gmail password to {s}",
+        "Changed the NAS admin password to {s} yesterday",
+        "- 2024-03-02: changed the guest wifi password to `{s}`",
+        "I've set the Plex password to {s}, see above",
+        "mum's ipad password changed to {s}",
+        "The vault password was reset to {s}",
+        "J'ai changé le mot de passe en {s}",
+        "J'ai mis le mot de passe du wifi à {s}",
+        "changé le mdp de la box en {s}",
+        "On a changé le mot de passe pour {s}",
+        "j'ai remplacé le mot de passe par {s}",
+        "Mot de passe changé en {s}",
+    ],
+)
+@pytest.mark.parametrize("value", ["Tr0ub4dor&3", "hunter22!", "maple-1987", "Soleil2024", "Rosie2016"])
+def test_a_password_after_a_verb_of_changing(template: str, value: str) -> None:
+    """A verb of changing before the label and "to", "en", "à" after it say a value
+    follows, as a separator would: a word and a number is taken where its clause ends."""
+    note = HEAD + template.replace("{s}", value) + TAIL
+    assert redact(note) == (expected(note, [value], "password"), Counter(password=1))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "changed the font to Helvetica",
+        "set the timeout to 30s",
+        "changed the password policy to 12 characters",
+        "set the password to expire after 90 days",
+        "changed my password to something stronger",
+        "reset the password to the default",
+        "Set the password to the one in 1Password",
+        "changed the password manager to Bitwarden",
+        "changed the password requirements to 12 chars",
+        "set the password hash to bcrypt",
+        "changed the password to ReadWrite2Mode",
+        "J'ai changé le mot de passe en urgence",
+        "J'ai changé le mot de passe en 2023.",
+        "Le mot de passe a été changé en décembre 2023",
+        "set the password to PROJ-42 per the ticket",
+        "reset the password to match the username",
+        "changed the wifi password to WPA2",
+        "password changed twice since Monday",
+    ],
+)
+def test_a_verb_of_changing_without_a_password_after_it_stays(line: str) -> None:
+    note = HEAD + line + TAIL
+    assert redact(note) == (note, Counter())
+
+
+@pytest.mark.parametrize(
     ("snippet", "value"),
     [
         ("The router password is tO%aLKQh8w6Q9f3 until Monday.", "tO%aLKQh8w6Q9f3"),

@@ -27,6 +27,7 @@ from retriever.redact.prose_values import (
     key_material_ok,
     password_ok,
     token_ok,
+    word_dash_number,
 )
 from retriever.redact.values import HEXLIKE, UUID
 
@@ -130,9 +131,17 @@ _VERB = (
     + r"(?:set|changed|reset|updated|chang[ée]|mis)"
     r"|is|was|are|were|est|[ée]tait|c['’]est|sera|reste|remains|became|devient"
 )
+# "password changed to X", "mot de passe changé en X": a participle with no auxiliary says
+# a value follows only with its preposition ("password changed twice" names none).
+_CHANGED = (
+    r"(?:changed|set|reset|updated|rotated|chang[ée]e?|modifi[ée]e?|mis|remplac[ée]e?)"
+    + SPACES
+    + r"(?:to|en|à|par)(?=[ \t:])"
+)
 _SEP = (
     r"(?:[ \t]*(?P<sep>::|:=|=>|->|→|:(?![/\\])|[=|–—])|[ \t]+-(?=[ \t])(?P<dash>)"
-    rf"|[ \t]+(?P<verb>(?:{_VERB})(?:{SPACES}(?:now|still|maintenant|toujours|d[ée]sormais))?"
+    rf"|[ \t]+(?P<verb>{_CHANGED}"
+    rf"|(?:{_VERB})(?:{SPACES}(?:now|still|maintenant|toujours|d[ée]sormais))?"
     # "changed to X": the preposition is a word of its own ("to%aB…" is a value)
     r"(?:" + SPACES + r"(?:(?:to|en|à|pour)(?=[ \t:])|:))?)(?![\w-]))"
 )
@@ -281,6 +290,13 @@ def _labelled_edit(
     tail = _LABEL_TAIL.fullmatch(text, label.end(), end)
     if tail is not None:  # "**Wi-Fi password:**" ends its line: the value is below
         return _edit_below(text, label, tail.group(), end, tier)
+    if (
+        tier == "password"
+        and "code" not in label.group()  # access and Wi-Fi codes: the PIN rules' own
+        and _CHANGE_BEFORE.search(text, max(0, label.start() - 60), label.start())
+        and (edit := _after_change(text, label, end, ok, last)) is not None
+    ):
+        return edit  # "I changed the wifi password to X"
     after = _AFTER_SEP.match(text, label.end(), end)
     if after is not None:
         if any(w.strip("()'\"`*").lower() in VETO_LAST for w in after.group("qual").split()):
@@ -291,11 +307,19 @@ def _labelled_edit(
         found = _take_value(text, after.end(), end)
         if found is None or _inside(last, found[0]):
             return None
+        stop = found[0] + len(found[1])
         if not ok(found[1], False) and not (
             label.lastgroup == "password"  # not a Wi-Fi "Key:", read as a password
             and "code" not in label.group()  # access and Wi-Fi codes: the PIN rules' own
-            and _ENDS_LINE.fullmatch(text, found[0] + len(found[1]), end)
-            and ending_password_ok(found[1])
+            and (
+                (_ENDS_LINE.fullmatch(text, stop, end) and ending_password_ok(found[1]))
+                # "password changed to maple-1987.": a verb says it is the value
+                or (
+                    after.group("verb") is not None
+                    and _CLAUSE_END.match(text, stop, end)
+                    and word_dash_number(found[1])
+                )
+            )
         ):
             return None
         if UUID.fullmatch(found[1]) and _named_as_id(text, label, after.group("qual")):
@@ -315,6 +339,50 @@ def _labelled_edit(
         # token is the token (a hash would be named as one).
         return hexed.start("v"), hexed.end("v"), marker(kind)
     return _unseparated_edit(text, label, end, kind, ok, last)
+
+
+# "I changed the wifi password to X", "set the root password to X", "j'ai mis le mot de
+# passe du wifi à X": a verb of changing before the label (in its clause), a preposition
+# after it and the value after that.
+_CHANGE_BEFORE = re.compile(
+    r"(?<![\w-])(?:chang(?:e|es|ed|ing|é|ée|er)|set|sets|setting|reset|resets|resetting"
+    r"|updat(?:e|es|ed|ing)|rotat(?:e|es|ed|ing)|switched|modifi(?:é|ée|er)|mis|mets|mettre"
+    r"|remis|remplac(?:é|ée|er)|d[ée]fini[rs]?)(?![\w-])[^.!?;:=\n]{0,40}\Z",
+    re.IGNORECASE,
+)
+_TO = frozenset("to en à pour par as".split())
+_WORD = re.compile(r"[^\s:=]+")
+# Past a value whose clause goes on: a word of time or purpose ("… to Winter2025 yesterday").
+_LATER = re.compile(
+    r"[`\"'*_”»’]*[ \t]+(?:yesterday|today|tonight|this|last|on|after|before|since|again|when"
+    r"|because|for|hier|aujourd['’]hui|ce|cette|depuis|apr[eè]s|avant|quand|car|pour)(?![\w-])",
+    re.IGNORECASE,
+)
+
+
+def _after_change(text: str, label: re.Match[str], end: int, ok: _Check, last: Span) -> Edit | None:
+    """The value after "to", "en", "à" in the next six words past a password label that a
+    verb of changing comes before. Words about the password ("policy", "manager") stop it;
+    the value is judged strictly, or as after a separator where its clause ends."""
+    pos = label.end()
+    for n, w in enumerate(_WORD.finditer(text, pos, min(end, pos + 120))):
+        word = w.group()
+        if n >= 6 or word.strip("()'\"`*_").lower() in VETO_LAST:
+            return None
+        if word.lower() not in _TO:
+            if not word.isalpha() and not word.endswith(("'", "’")):
+                return None  # only words stand between: "the guest wifi", "de la box"
+            continue
+        found = _take_value(text, w.end(), end)
+        if found is None or _inside(last, found[0]):
+            return None
+        v, stop = found[1], found[0] + len(found[1])
+        ends = _CLAUSE_END.match(text, stop, end) or _LATER.match(text, stop, end)
+        if ok(v, True) or (
+            ends and (ok(v, False) or ending_password_ok(v) or word_dash_number(v))
+        ):
+            return found[0], value_end(text, found[0], found[2], end), marker("password")
+    return None
 
 
 def _inside(last: Span, pos: int) -> bool:

@@ -169,6 +169,17 @@ def ending_password_ok(v: str) -> bool:
     return lower_run or not (_is_name(v) and len(_NAME_PIECE.findall(v)) > 1)
 
 
+# A word and a year or a number joined by a dash: "maple-1987", "Movies-4471" (a ticket is
+# written in capitals: PROJ-42).
+_WORD_DASH_NUMBER = re.compile(r"[A-Z]?[a-z]{3,}[-_.]\d{2,6}")
+
+
+def word_dash_number(v: str) -> bool:
+    """ "maple-1987" after a verb that says it is the password ("changed to", "is"): a
+    ticket is written in capitals (PROJ-42) and "sha-256", "utf-8" name what they are."""
+    return bool(_WORD_DASH_NUMBER.fullmatch(v)) and not _TECH_NAME.fullmatch(v)
+
+
 def key_material_ok(v: str, strict: bool) -> bool:
     """Base64 or hex key material, or a BitLocker recovery key."""
     if is_bitlocker_key(v):
