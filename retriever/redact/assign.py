@@ -464,6 +464,10 @@ def _separator(m: re.Match[str]) -> str:
     return m.group("sep") or ""
 
 
+# The first half of a login pair's label, "user/pass:", "u/p:", "login/pw:" (``logins``
+# reads the pair; prose too leaves the label to it).
+PAIR_LABEL_HEAD = re.compile(r"(?<![\w/-])(?:u|user(?:name)?|login|id|identifiant)/\Z", re.I)
+
 LONG_VALUE = 1000  # characters: no key=value of a real note holds another key this far in
 
 KEY_HINT_WORDS = tuple(_KEY_HINT.pattern.removeprefix("(?i)").split("|"))
@@ -493,6 +497,8 @@ def redact_assignments(note: Note, counts: Counter[str]) -> str:
         key_start = m.start("key")
         if not _KEY_HINT.search(key) or text.startswith(MARK, key_start - len(MARK)):
             continue
+        if PAIR_LABEL_HEAD.search(text, max(0, key_start - 12), key_start):
+            continue  # "user/pass: admin / …": a login pair's label (``logins``), not a key
         sep = _separator(m)
         if sep == "ann" and not _is_annotation(m.group("ann")):
             # `SECRET: hIU9…N04=` is a value ending in base64 padding, not `key: Type =`.

@@ -25,8 +25,11 @@ from retriever.redact.values import alnum_classes, is_placeholder, looks_random
 _LOGIN_LABEL = (
     r"login|logins|user(?:name)?|identifiants?|utilisateur|creds|credentials|account|compte"
     r"|ssid|wi-?fi"
+    # "u: bob p: …", "u/p: admin/…", "user/pass: admin / …", "login/mdp : admin/…"
+    r"|u(?=[ \t]*:)|(?:u|user(?:name)?|login|id|identifiant)/(?:p|pw|pwd|pass(?:word)?|mdp)"
 )
-_PAIR_PW = r"pass(?:word)?|pwd|pw|mdp|mots?" + SPACES + r"de" + SPACES + "passe"
+# "p" alone only with its colon ("p: 3 pages" has no user before it).
+_PAIR_PW = r"pass(?:word)?|pwd|pw|p(?=[ \t]*:)|mdp|mots?" + SPACES + r"de" + SPACES + "passe"
 _LOGIN_PAIR = re.compile(
     rf"(?<![\w-])(?:{_LOGIN_LABEL})(?![\w-])[*_]*[ \t]*(?:[:=]|(?:is|est)(?=[ \t]))?[ \t]*"
     r"[`\"'*]*(?P<user>[\w@.+-]{0,63}\w)[`\"'*]*"
@@ -38,6 +41,8 @@ _LOGIN_PAIR = re.compile(
 # The rest of a value cut at 200 characters (see prose.value_end): this rule's alphabet.
 _VALUE_REST = re.compile(r"[^\s`\"'*<>|]*")
 _LOGIN_HINTS = (
+    "u:",
+    "u/p",
     "login",
     "user",
     "identifiant",
