@@ -373,7 +373,9 @@ def test_a_password_after_with_is_judged_as_after_a_separator(template: str) -> 
         "Mot de passe changé en {s}",
     ],
 )
-@pytest.mark.parametrize("value", ["Tr0ub4dor&3", "hunter22!", "maple-1987", "Soleil2024", "Rosie2016"])
+@pytest.mark.parametrize(
+    "value", ["Tr0ub4dor&3", "hunter22!", "maple-1987", "Soleil2024", "Rosie2016"]
+)
 def test_a_password_after_a_verb_of_changing(template: str, value: str) -> None:
     """A verb of changing before the label and "to", "en", "à" after it say a value
     follows, as a separator would: a word and a number is taken where its clause ends."""
@@ -760,6 +762,36 @@ def test_new_rules_stay_linear(name: str) -> None:
     out, _ = redact(text)
     assert time.process_time() - start < 5.0
     assert out.count("\n") == text.count("\n")
+
+
+# Redactor 27's triggers, each repeated over 200,000 characters on one line.
+HOSTILE_200K = {
+    "change_verbs": "changed the password ",
+    "change_verbs_to": "I set the wifi password to ",
+    "participles": "password changed to ",
+    "change_values": "changed the password to maple-1987 ",
+    "loose_pairs": "u: a p: ",
+    "pair_labels": "user/pass: ",
+    "pair_labels_values": "u/p: admin/",
+    "keypads": "Garage keypad: ",
+    "alarms": "Alarm: 1234 ",
+    "single_digits": "Padlock: 1-",
+    "app_passwords": 'MAIL_PASSWORD="abcd efgh ijkl mnop" ',
+    "vendor_keys": "OPENWEATHER_KEY=" + "0123456789abcdef" * 2 + " ",
+    "ampersands": "plink -pw a&",
+    "ampersand_commands": "plink -pw a&b ",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_200K))
+def test_new_triggers_repeated_stay_well_under_a_second(name: str) -> None:
+    unit = HOSTILE_200K[name]
+    text = unit * (200_000 // len(unit) + 1)
+    redact(text[:2000])  # the trigger words are learnt: the one pass runs below
+    start = time.process_time()
+    out, _ = redact(text)
+    assert time.process_time() - start < 1.0
+    assert out.count("\n") == 0
 
 
 def test_a_token_in_the_file_name_is_redacted_in_the_title_it_gives() -> None:

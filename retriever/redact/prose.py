@@ -284,7 +284,9 @@ def _labelled_edit(
     text: str, label: re.Match[str], end: int, last: Span, near_wifi: Callable[[], bool]
 ) -> Edit | None:
     tier = label.lastgroup or "password"
-    if tier == "password" and PAIR_LABEL_HEAD.search(text, max(0, label.start() - 12), label.start()):
+    if tier == "password" and PAIR_LABEL_HEAD.search(
+        text, max(0, label.start() - 12), label.start()
+    ):
         return None  # "login/mdp : admin/…": a login pair's label, read by ``logins``
     if tier == "weak_key" and near_wifi():
         tier = "wifi_key"
@@ -380,9 +382,7 @@ def _after_change(text: str, label: re.Match[str], end: int, ok: _Check, last: S
             return None
         v, stop = found[1], found[0] + len(found[1])
         ends = _CLAUSE_END.match(text, stop, end) or _LATER.match(text, stop, end)
-        if ok(v, True) or (
-            ends and (ok(v, False) or ending_password_ok(v) or word_dash_number(v))
-        ):
+        if ok(v, True) or (ends and (ok(v, False) or ending_password_ok(v) or word_dash_number(v))):
             return found[0], value_end(text, found[0], found[2], end), marker("password")
     return None
 
