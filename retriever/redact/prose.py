@@ -26,6 +26,7 @@ from retriever.redact.prose_values import (
     ending_password_ok,
     key_material_ok,
     password_ok,
+    strong_password,
     token_ok,
     word_dash_number,
 )
@@ -168,8 +169,11 @@ _WIFI_WORDS = re.compile(
 _VALUE_REST = re.compile(r"(?:[^\s`\"'*”»’<>|]|\*(?=[^\s*`\"'”»’<>|]))*")
 # What may follow a label that ends its line: a colon, emphasis, a closing bracket.
 # Each run of blanks follows a token it needs: no two runs can split one (linear time).
+# An arrow pointing down says the value is below, as a colon does ("Password ↓").
+_DOWN = "↓⬇⤵👇"
 _LABEL_TAIL = re.compile(
-    r"[ \t]*(?:(?:\*\*|__|\*|_)[ \t]*)?(?::[ \t]*)?(?:(?:\*\*|__|\*|_)[ \t]*)?\r?"
+    r"[ \t]*(?:(?:\*\*|__|\*|_)[ \t]*)?(?::[ \t]*)?(?:(?:\*\*|__|\*|_)[ \t]*)?"
+    rf"(?:[{_DOWN}]\ufe0f?[ \t]*)?\r?"
 )
 # A line holding one token (in a list, a quote, backticks): a value under its label.
 # Blanks only before the opening quotes or after them, never both: two runs of blanks side
@@ -421,7 +425,12 @@ def _edit_below(text: str, label: re.Match[str], tail: str, end: int, tier: str)
     says the value is coming; a bare label at a line's end needs a strict value."""
     kind, ok = CHECKS[tier]
     line_start = text.rfind("\n", 0, label.start()) + 1
-    explicit = ":" in tail or "*" in tail or _HEADING.match(text, line_start) is not None
+    explicit = (
+        ":" in tail
+        or "*" in tail
+        or any(c in tail for c in _DOWN)
+        or _HEADING.match(text, line_start) is not None
+    )
     if tier.startswith("weak") and not explicit:
         return None
     below = _next_line(text, end)
@@ -560,6 +569,38 @@ def _past_closers(text: str, pos: int, end: int) -> int:
     return pos
 
 
+# A strong password with no label: after a key emoji ("🔑 X") or a service's name in a list
+# ("- Netflix — X"), alone to the line's end. Only a dash, not a colon, after the name: a
+# colon ends every other list item's name.
+_KEY_EMOJI = re.compile(
+    r"🔑\ufe0f?[ \t]*(?:[:–—-][ \t]*)?[`\"']?(?P<v>[^\s`\"']{8,64})[`\"']?[ \t]*\r?"
+)
+_SERVICE_ITEM = re.compile(
+    r"[ \t]*(?:[-*+]|\d{1,2}[.)])[ \t]+(?:\*\*|__)?[A-Za-z][\w+.&' ]{0,30}?(?:\*\*|__)?"
+    r"[ \t]+[–—][ \t]+[`\"']?(?P<v>[^\s`\"']{8,64})[`\"']?[ \t]*\r?"
+)
+_UNLABELLED_HINTS = ("🔑", " — ", " – ")
+
+
+def _unlabelled_edits(note: Note) -> list[Edit]:
+    text = note.text
+    edits: list[Edit] = []
+    for start, end in note.lines(_UNLABELLED_HINTS):
+        key = text.find("🔑", start, end)
+        m = (
+            _KEY_EMOJI.fullmatch(text, key, end)
+            if key >= 0
+            else _SERVICE_ITEM.fullmatch(text, start, end)
+        )
+        if (
+            m is not None
+            and strong_password(m.group("v"))
+            and not text.startswith(MARK, m.start("v"))
+        ):
+            edits.append((m.start("v"), m.end("v"), marker("password")))
+    return edits
+
+
 def label_lines(note: Note) -> list[tuple[int, int]]:
     low = note.low
     spans = note.lines(_LABEL_HINTS)
@@ -579,4 +620,5 @@ def redact_prose(note: Note, counts: Counter[str]) -> str:
             if edit is not None:
                 edits.append(edit)
                 last = (edit[0], edit[1])
+    edits += _unlabelled_edits(note)  # "🔑 X", "- Netflix — X"
     return keep_first(text, edits, counts)
