@@ -1802,6 +1802,14 @@ def test_a_login_pair_written_loosely(template: str) -> None:
         )
 
 
+@pytest.mark.parametrize("label", ["login/mdp :", "user/password:", "u/p:"])
+def test_a_pair_label_with_a_slash_leaves_the_user_name(label: str) -> None:
+    """ "mdp :" and "password:" after "login/" or "user/" are the pair's label: the password
+    stage would take "admin/…" whole as its value."""
+    line = f"{label} admin/Ot?JUUhneY2GCjw7"
+    assert redact(line) == (f"{label} admin/[REDACTED:password]", Counter({"password": 1}))
+
+
 @pytest.mark.parametrize(
     "line",
     [

@@ -168,6 +168,7 @@ def test_a_padlock_combination_of_single_digits() -> None:
         "Zip code 75011",
         "HTTP status code 500",
         "keypad 4471 model",
+        "Honeywell keypad 6160",
         "Alarm 2580 Hz",
         "Alarm: 2500 ms",
         "Keypad: 1234 layout",
