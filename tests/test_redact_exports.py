@@ -310,8 +310,16 @@ def test_a_camel_case_otp_column() -> None:
     assert out.endswith(",[REDACTED:secret]\n") and counts == {"password": 1, "secret": 1}
 
 
-def test_a_note_in_an_otp_column_stays() -> None:
-    text = "username,password,totp\nbob,x,see authenticator app\n"
+@pytest.mark.parametrize("otp", ["JBSWYQDPEHPKTPXP", "JBSW YQDP EHPK TPXP", "MFRGGZDFMZTWQ2LK"])
+def test_an_otp_secret_with_or_without_a_digit(otp: str) -> None:
+    # One random 16-character base32 secret in 28 has no digit from 2 to 7.
+    text = f"username,password,totp\nbob,x,{otp}\n"
+    assert redact(text) == (text.replace(otp, "[REDACTED:secret]"), {"secret": 1})
+
+
+@pytest.mark.parametrize("note", ["see authenticator app", "SEE AUTHENTICATOR APP", "none"])
+def test_a_note_in_an_otp_column_stays(note: str) -> None:
+    text = f"username,password,totp\nbob,x,{note}\n"
     assert redact(text) == (text, {})
 
 
@@ -351,3 +359,17 @@ def test_notes_in_a_password_column_stay() -> None:
 )
 def test_what_reads_like_a_password_but_is_not(text: str) -> None:
     assert redact(text) == (text, {})
+
+
+@pytest.mark.parametrize("value", ["YHs#DpxE0#xx", "x0#Xa9#xB0k2"])
+def test_a_password_half_of_mask_characters_is_no_mask(value: str) -> None:
+    # A mask is a run (XXXX-1234, ****); these are random passwords that happen to hold
+    # x, # and 0 (one random 12-character password in about 15,000 did).
+    for text in (f"username,password\nbob,{value}\n", f"DB_PASSWORD={value}\n"):
+        assert redact(text) == (text.replace(value, PW), {"password": 1})
+
+
+@pytest.mark.parametrize("mask", ["xxxx", "XXXX-XXXX-1234", "********", "0000", "sk-proj-XXXXXXXX"])
+def test_masked_values_stay(mask: str) -> None:
+    for text in (f"username,password\nbob,{mask}\n", f"DB_PASSWORD={mask}\n"):
+        assert redact(text) == (text, {})

@@ -41,8 +41,13 @@ _ACCOUNT_WORDS = frozenset(
 # Exports name the column after its record: "login_password" (Bitwarden), "Password".
 _EXPORT_PASSWORD = re.compile(r"(?:login |account |user )?(?:password|passwd|pwd|mot de passe)")
 _EXPORT_OTP = re.compile(r"(?:login )?(?:totp|otp|otpauth|2fa)(?: secret| seed| key)?")
-# A base32 secret has a digit from 2 to 7 ("see authenticator app" has none).
-_OTP_VALUE = re.compile(r"otpauth://\S+|(?=[A-Za-z2-7 ]*[2-7])[A-Za-z2-7 ]{16,}=*")
+# A base32 secret has a digit from 2 to 7 ("see authenticator app" has none), or is
+# capitals only, whole or in groups of four: one random 16-character secret in 28 has no
+# digit at all.
+_OTP_VALUE = re.compile(
+    r"otpauth://\S+|(?=[A-Za-z2-7 ]*[2-7])[A-Za-z2-7 ]{16,}=*"
+    r"|[A-Z]{16,}=*|[A-Z]{4}(?: [A-Z]{4}){3,}"
+)
 _CLAUSE = re.compile(r"[.!?:]\s|[.!?:]$|[()]")
 _MAX_RECORD_LINES = 50  # a quoted cell of notes runs over at most this many more lines
 _FENCE = re.compile(r"[ \t]*(?:```|~~~)")

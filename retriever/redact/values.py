@@ -70,8 +70,12 @@ def is_masked(s: str) -> bool:
     if len(s) >= 3 and len(set(s)) <= 2:
         return True
     # Counted in C (str.count): a hostile line of "key:xxx…" holds a value per key, each
-    # running to the line's end, and a Python loop over each made it take minutes.
-    return sum(s.count(ch) for ch in MASK_CHARS) * 2 >= len(s)
+    # running to the line's end, and a Python loop over each made it take minutes. A mask
+    # is a run ("XXXX-1234"), not the same characters scattered: "YHs#DpxE0#xx", a random
+    # password, is half mask characters too.
+    if sum(s.count(ch) for ch in MASK_CHARS) * 2 < len(s):
+        return False
+    return any(ch * 3 in s for ch in MASK_CHARS)
 
 
 def is_wordy(s: str) -> bool:
