@@ -842,13 +842,14 @@ HOSTILE_200K = {
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE_200K))
-def test_new_triggers_repeated_stay_well_under_a_second(name: str) -> None:
+def test_new_triggers_repeated_stay_linear(name: str) -> None:
     unit = HOSTILE_200K[name]
     text = unit * (200_000 // len(unit) + 1)
     redact(text[:2000])  # the trigger words are learnt: the one pass runs below
     start = time.process_time()
     out, _ = redact(text)
-    assert time.process_time() - start < 1.0
+    # 0.4-0.6 s here; a rule that backtracked over the line would take minutes.
+    assert time.process_time() - start < 3.0
     assert out.count("\n") == 0
 
 
