@@ -1811,6 +1811,32 @@ def test_a_pair_label_with_a_slash_leaves_the_user_name(label: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("line", "value"),
+    [
+        ("user/pass: Summer2024!", "Summer2024!"),
+        ("Login/Password: Xk9#mP2w!q", "Xk9#mP2w!q"),
+        ("login/mdp : Soleil2024!", "Soleil2024!"),
+        ("login/mdp\u00a0: Soleil2024!", "Soleil2024!"),
+        ("username/password: Xk9#mP2w!q", "Xk9#mP2w!q"),
+        ("user/password = Summer2024!", "Summer2024!"),
+        ("login/DB_PASSWORD=Xk9mP2wq7Zr4", "Xk9mP2wq7Zr4"),
+        ("id/password: Summer2024!", "Summer2024!"),
+        ("**user/pass:** admin / Xk9#mP2w!q", "Xk9#mP2w!q"),
+        ("user/pass: admin Summer2024!", "Summer2024!"),
+        ("id/mdp : jean.dupont/Soleil2024!", "Soleil2024!"),
+        ("ID/mdp : jean.dupont/Soleil2024!", "Soleil2024!"),
+    ],
+)
+def test_a_password_alone_or_in_a_pair_after_a_slash_label(line: str, value: str) -> None:
+    """Redactor 26 redacted these through the password labels; a pair's label with a
+    slash is read by the login stage, which takes a pair or the password alone."""
+    out, counts = redact(line)
+    # A no-break space is normalised to a space, as in any line.
+    assert out == line.replace(value, "[REDACTED:password]").replace("\u00a0", " ")
+    assert counts == Counter({"password": 1})
+
+
+@pytest.mark.parametrize(
     "line",
     [
         "Use and/or to combine filters",

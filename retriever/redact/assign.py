@@ -464,9 +464,19 @@ def _separator(m: re.Match[str]) -> str:
     return m.group("sep") or ""
 
 
-# The first half of a login pair's label, "user/pass:", "u/p:", "login/pw:" (``logins``
-# reads the pair; prose too leaves the label to it).
-PAIR_LABEL_HEAD = re.compile(r"(?<![\w/-])(?:u|user(?:name)?|login|id|identifiant)/\Z", re.I)
+# A login pair's label, "user/pass:", "u/p:", "login/pw:": ``logins`` reads the pair or the
+# password alone after it; the assignment and prose stages leave it ("login/DB_PASSWORD=" is
+# a key of their own).
+_PAIR_LABEL_HEAD = re.compile(r"(?<![\w/-])(?:u|user(?:name)?|login|id|identifiant)/\Z", re.I)
+_PAIR_LABEL_TAIL = re.compile(r"p|pw|pwd|pswd|passwd|pass(?:word)?s?|mdp", re.I)
+
+
+def pair_label(text: str, start: int, label: str) -> bool:
+    """Whether ``label`` at ``start`` is the second half of a login pair's label."""
+    return (
+        _PAIR_LABEL_TAIL.fullmatch(label) is not None
+        and _PAIR_LABEL_HEAD.search(text, max(0, start - 12), start) is not None
+    )
 
 LONG_VALUE = 1000  # characters: no key=value of a real note holds another key this far in
 
@@ -497,7 +507,7 @@ def redact_assignments(note: Note, counts: Counter[str]) -> str:
         key_start = m.start("key")
         if not _KEY_HINT.search(key) or text.startswith(MARK, key_start - len(MARK)):
             continue
-        if PAIR_LABEL_HEAD.search(text, max(0, key_start - 12), key_start):
+        if pair_label(text, key_start, key):
             continue  # "user/pass: admin / …": a login pair's label (``logins``), not a key
         sep = _separator(m)
         if sep == "ann" and not _is_annotation(m.group("ann")):

@@ -25,8 +25,7 @@ from retriever.redact.values import alnum_classes, is_placeholder, looks_random
 _LOGIN_LABEL = (
     r"login|logins|user(?:name)?|identifiants?|utilisateur|creds|credentials|account|compte"
     r"|ssid|wi-?fi"
-    # "u: bob p: …", "u/p: admin/…", "user/pass: admin / …", "login/mdp : admin/…"
-    r"|u(?=[ \t]*:)|(?:u|user(?:name)?|login|id|identifiant)/(?:p|pw|pwd|pass(?:word)?|mdp)"
+    r"|u(?=[ \t]*:)"  # "u: bob p: …"
 )
 # "p" alone only with its colon ("p: 3 pages" has no user before it).
 _PAIR_PW = r"pass(?:word)?|pwd|pw|p(?=[ \t]*:)|mdp|mots?" + SPACES + r"de" + SPACES + "passe"
@@ -38,11 +37,24 @@ _LOGIN_PAIR = re.compile(
     rf"|[ \t]*[,;]?[ \t]+(?:{_PAIR_PW})(?:[ \t]*[:=][ \t]*|[ \t]+))"
     r"[`\"'*]*(?P<v>[^\s`\"'*<>|]{1,200})"
 )
+# A login pair's label with a slash, "u/p: admin/…", "user/pass: admin / …", "login/mdp :
+# admin/…", "**user/pass:** admin X", and what follows it: a pair, or the password alone
+# ("Login/Password: …"; the assignment and prose stages leave these labels to this one).
+_SLASH_LABEL = re.compile(
+    r"(?<![\w-])(?:u|user(?:name)?|login|id|identifiant)/(?:p|pw|pwd|pass(?:word)?|mdp)(?![\w-])"
+    r"[*_]*[ \t\xa0]*(?:[:=][*_]*[ \t\xa0]*)?[`\"'*]*"
+)
+_SLASH_PAIR = re.compile(
+    r"(?P<user>[\w@.+-]{0,63}\w)[`\"'*]*(?::(?=[^\s/])|[ \t]*/(?!/)[ \t]*|[ \t]+)[`\"'*]*"
+    r"(?P<v>[^\s`\"'*<>|]{1,200})"
+)
+_SLASH_ONE = re.compile(r"(?P<v>[^\s`\"'*<>|]{1,200})")
 # The rest of a value cut at 200 characters (see prose.value_end): this rule's alphabet.
 _VALUE_REST = re.compile(r"[^\s`\"'*<>|]*")
 _LOGIN_HINTS = (
     "u:",
     "u/p",
+    "id/",
     "login",
     "user",
     "identifiant",
@@ -144,6 +156,16 @@ def redact_logins(note: Note, counts: Counter[str]) -> str:
             if edit is not None:
                 edits.append(edit)
                 last = (edit[0], edit[1])
+        for label in _SLASH_LABEL.finditer(low, start, end):
+            for pattern in (_SLASH_PAIR, _SLASH_ONE):  # the pair first, then one value
+                m = pattern.match(low, label.end(), end)
+                if m is None or last[0] <= m.start("v") < last[1]:
+                    continue
+                edit = _value_edit(text, m, end)
+                if edit is not None:
+                    edits.append(edit)
+                    last = (edit[0], edit[1])
+                    break
     for hint, pattern in ((" / ", _BARE_PAIR), ("@", _EMAIL_PAIR)):
         for start, end in note.lines((hint,)):
             for m in pattern.finditer(low, start, end):

@@ -20,7 +20,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
-from retriever.redact.assign import PAIR_LABEL_HEAD, VETO_LAST, run_end
+from retriever.redact.assign import VETO_LAST, pair_label, run_end
 from retriever.redact.core import MARK, Edit, Note, keep_first, lines_above, marker
 from retriever.redact.prose_values import (
     ending_password_ok,
@@ -288,9 +288,7 @@ def _labelled_edit(
     text: str, label: re.Match[str], end: int, last: Span, near_wifi: Callable[[], bool]
 ) -> Edit | None:
     tier = label.lastgroup or "password"
-    if tier == "password" and PAIR_LABEL_HEAD.search(
-        text, max(0, label.start() - 12), label.start()
-    ):
+    if tier == "password" and pair_label(text, label.start(), label.group()):
         return None  # "login/mdp : admin/…": a login pair's label, read by ``logins``
     if tier == "weak_key" and near_wifi():
         tier = "wifi_key"
