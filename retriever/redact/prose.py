@@ -26,7 +26,6 @@ from retriever.redact.prose_values import (
     ending_password_ok,
     key_material_ok,
     password_ok,
-    strong_password,
     token_ok,
     word_dash_number,
 )
@@ -567,38 +566,6 @@ def _past_closers(text: str, pos: int, end: int) -> int:
     return pos
 
 
-# A strong password with no label: after a key emoji ("🔑 X") or a service's name in a list
-# ("- Netflix — X"), alone to the line's end. Only a dash, not a colon, after the name: a
-# colon ends every other list item's name.
-_KEY_EMOJI = re.compile(
-    r"🔑\ufe0f?[ \t]*(?:[:–—-][ \t]*)?[`\"']?(?P<v>[^\s`\"']{8,64})[`\"']?[ \t]*\r?"
-)
-_SERVICE_ITEM = re.compile(
-    r"[ \t]*(?:[-*+]|\d{1,2}[.)])[ \t]+(?:\*\*|__)?[A-Za-z][\w+.&' ]{0,30}?(?:\*\*|__)?"
-    r"[ \t]+[–—][ \t]+[`\"']?(?P<v>[^\s`\"']{8,64})[`\"']?[ \t]*\r?"
-)
-_UNLABELLED_HINTS = ("🔑", " — ", " – ")
-
-
-def _unlabelled_edits(note: Note) -> list[Edit]:
-    text = note.text
-    edits: list[Edit] = []
-    for start, end in note.lines(_UNLABELLED_HINTS):
-        key = text.find("🔑", start, end)
-        m = (
-            _KEY_EMOJI.fullmatch(text, key, end)
-            if key >= 0
-            else _SERVICE_ITEM.fullmatch(text, start, end)
-        )
-        if (
-            m is not None
-            and strong_password(m.group("v"))
-            and not text.startswith(MARK, m.start("v"))
-        ):
-            edits.append((m.start("v"), m.end("v"), marker("password")))
-    return edits
-
-
 def label_lines(note: Note) -> list[tuple[int, int]]:
     low = note.low
     spans = note.lines(_LABEL_HINTS)
@@ -618,5 +585,4 @@ def redact_prose(note: Note, counts: Counter[str]) -> str:
             if edit is not None:
                 edits.append(edit)
                 last = (edit[0], edit[1])
-    edits += _unlabelled_edits(note)  # "🔑 X", "- Netflix — X"
     return keep_first(text, edits, counts)

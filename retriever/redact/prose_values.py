@@ -180,25 +180,6 @@ def word_dash_number(v: str) -> bool:
     return bool(_WORD_DASH_NUMBER.fullmatch(v)) and not _TECH_NAME.fullmatch(v)
 
 
-# A package and its version ("react@18.2.0", "Node@v20"), a template or a variable.
-_NOT_STRONG = re.compile(r"@v?\d|[/\\{}<>()\[\]]|\$\w|^[^A-Za-z0-9]")
-
-
-def strong_password(v: str) -> bool:
-    """A password with no label to vouch for it: 8 to 64 characters holding a lowercase
-    letter, a capital, a digit and a symbol a password policy asks for, and not an address,
-    a path, a version, a package, code or a template (P@ssw0rd2024, Xk9#mP2w!q)."""
-    if not 8 <= len(v) <= 64 or alnum_classes(v) < 3 or not PW_SYMBOL.search(v):
-        return False
-    return not (
-        _NOT_STRONG.search(v) or _not_a_value(v) or _VERSION_LIKE.search(v) or _SHORTCUT.match(v)
-    )
-
-
-# A version inside a value: 1.2.3, v2.0, 2024.01.
-_VERSION_LIKE = re.compile(r"\d+\.\d+")
-
-
 def key_material_ok(v: str, strict: bool) -> bool:
     """Base64 or hex key material, or a BitLocker recovery key."""
     if is_bitlocker_key(v):
