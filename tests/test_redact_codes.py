@@ -137,17 +137,15 @@ def test_a_door_code_with_a_letter_and_a_safe_combination() -> None:
     [
         "Garage keypad: {0}",
         "Front door keypad: {0}",
-        "Keypad: {0}",
         "Keypad code {0}",
         "Building keypad code {0}",
-        "Alarm: {0}",
+        "Alarm keypad: {0}",
         "Alarm panel code: {0}",
         "Lockbox: {0}",
         "Key safe = {0}",
         "- Shed padlock: {0} (new one)",
         "Keypad code at mum's: {0}",
         "Garage keypad = {0}.",
-        "Alarme : {0}",
         "Cadenas du vélo : {0}",
     ],
 )
@@ -180,6 +178,22 @@ def test_a_padlock_combination_of_single_digits() -> None:
         "Lockbox: 4B28A",
         "Padlock: 3 digits",
         "Alarm code 1001: overtemperature",
+        # "Alarm" and "Keypad" alone name an alarm clock's time and a keypad's model.
+        "Alarm: 0630",
+        "Alarme : 0700",
+        "Alarm: 2580",
+        "Keypad: 6160",
+        # A word before the colon says what the number is.
+        "Padlock model: 1177.",
+        "Lockbox serial: 44218",
+        "Lockbox zip: 94110.",
+        "Garage keypad battery: 2032",
+        "Alarm company: 0800 123 456",
+        "Garage keypad phone: 0612345678",
+        # A phone number, a month.
+        "Lockbox: 0800 123 456",
+        "Lockbox: 0612345678",
+        "Padlock: 03-2024",
     ],
 )
 def test_a_device_or_a_place_without_a_code_stays(note: str) -> None:

@@ -813,7 +813,7 @@ HOSTILE_200K = {
     "pair_labels": "user/pass: ",
     "pair_labels_values": "u/p: admin/",
     "keypads": "Garage keypad: ",
-    "alarms": "Alarm: 1234 ",
+    "lockboxes": "Lockbox: 1234 ",
     "single_digits": "Padlock: 1-",
     "app_passwords": 'MAIL_PASSWORD="abcd efgh ijkl mnop" ',
     "vendor_keys": "OPENWEATHER_KEY=" + "0123456789abcdef" * 2 + " ",

@@ -40,11 +40,12 @@ _PIN_LABEL = _labels(
     "(?:door|gate|garage(?: door)?|front door|alarm(?: panel| system)?|entry|entrance|lockbox"
     "|keybox|key box|key safe|lock|padlock|safe|locker|intercom|buzzer|unlock|voicemail)"
     " (?:code|combination|combo|pin)",
-    # A device or a place alone needs a separator after it ("Garage keypad: 8264", "Alarm:
-    # 2580"): see _PLACE.
-    "(?:(?:door|gate|garage(?: door)?|front door|building|entry|entrance|alarm|shed) )?keypad"
+    # A device or a place alone needs a separator after it ("Garage keypad: 8264", "Lockbox:
+    # 4471"): see _PLACE. Not "Alarm:" (a time) nor "Keypad:" (a model) alone.
+    "(?:door|gate|garage(?: door)?|front door|building|entry|entrance|alarm|shed) keypad"
     "(?: (?:code|combination|combo|pin))?",
-    "alarm|alarme|lockbox|keybox|key box|key safe|padlock|cadenas",
+    "keypad (?:code|combination|combo|pin)",
+    "lockbox|keybox|key box|key safe|padlock|cadenas",
     "code (?:pin|cb|secret|confidentiel)",
     "code (?:de (?:la |ma )?|du |d['’])?(?:carte(?: (?:bleue|bancaire|sim))?|porte|portail"
     "|garage|alarme|entr[ée]e|immeuble|cadenas|coffre(?:-fort)?|casier|interphone|acc[eè]s)",
@@ -92,7 +93,6 @@ _HINTS = (
     "cv",
     "card",
     "keypad",
-    "alarm",
     "lockbox",
     "keybox",
     "key box",
@@ -126,8 +126,8 @@ _OPEN = "`\"'«“*"
 _CLOSE = "`\"'»”*"
 
 
-def _vetoed(qualifier: str | None) -> bool:
-    return any(w.strip("()'\"`*").lower() in _VETO for w in (qualifier or "").split())
+def _vetoed(qualifier: str | None, veto: frozenset[str] = _VETO) -> bool:
+    return any(w.strip("()'\"`*").lower() in veto for w in (qualifier or "").split())
 
 
 # --- PINs, door codes, card security codes ------------------------------------------------
@@ -146,9 +146,21 @@ _CLAUSE_END = re.compile(r"[`\"'»”*]*[ \t]*(?:[.,;!)(\[–—]|[ \t]-[ \t]|\r
 # The labels that name only a device or a place: a separator must follow ("keypad 4471
 # model" is a product), and the code is digits, not a year ("Alarm: 2024").
 _PLACE = re.compile(
-    r"(?:(?:door|gate|garage(?: door)?|front door|building|entry|entrance|alarm|shed)[ \t]+)?"
-    r"keypad|alarm|alarme|lockbox|keybox|key[ \t]+box|key[ \t]+safe|padlock|cadenas"
+    r"(?:door|gate|garage(?:[ \t]+door)?|front[ \t]+door|building|entry|entrance|alarm|shed)"
+    r"[ \t]+keypad|lockbox|keybox|key[ \t]+box|key[ \t]+safe|padlock|cadenas"
 )
+# Words between a device's name and its colon that say the number is not its code ("Padlock
+# model: 1177", "Lockbox serial: 44218", "Keypad battery: 2032").
+_PLACE_VETO = frozenset(
+    """
+    model serial sku number no nr num ref reference contract company phone tel telephone cost
+    price threshold battery batteries invoice order zip postcode ext extension room size
+    version firmware part id delay zone zones time times log event brand type warranty
+    """.split()
+)
+# What a number after a device's name is not: a phone number ("0800 123 456",
+# "0612345678") or a month ("03-2024").
+_NOT_A_PLACE_CODE = re.compile(r"\d\d+(?:[ -]\d+){2,}|0\d{9}|(?:0[1-9]|1[0-2])-(?:19|20)\d\d")
 _CVV_VALUE = re.compile(r"\d{3,4}(?![\w/]|[.,:-]\d)")
 
 
@@ -163,6 +175,8 @@ def _pin_ok(v: str, bare: bool, place: bool = False) -> bool:
     if digits < len(core):  # a door code: "4B28A"
         return not bare and not place and digits >= 3 and len(core) <= 10
     if _ISO_DATE.fullmatch(v):
+        return False
+    if place and _NOT_A_PLACE_CODE.fullmatch(v.strip("#")):
         return False
     year = len(core) == 4 and core[:2] in ("19", "20")
     if (bare and core != v) or ((bare or place) and year):
@@ -377,8 +391,8 @@ def _edits_for(text: str, label: re.Match[str], end: int) -> tuple[list[Edit], i
         if bare and label.group() == "pin" and text.startswith("pin", label.start()):
             return [], end  # "pin 13": a chip's; "PIN 4821", "card Pin 4821": a code
         place = _PLACE.fullmatch(label.group()) is not None
-        if bare and place:
-            return [], end  # "keypad 4471 model", "alarm 2580 Hz"
+        if place and (bare or _vetoed(after["qual"], _PLACE_VETO)):
+            return [], end  # "keypad 4471 model", "Padlock model: 1177"
         edit = _pin_edit(text, after.end(), end, bare, place)
     elif rule == "cvv":
         edit = _cvv_edit(text, after.end(), end)
