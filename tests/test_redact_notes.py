@@ -816,7 +816,7 @@ HOSTILE_200K = {
     "lockboxes": "Lockbox: 1234 ",
     "single_digits": "Padlock: 1-",
     "app_passwords": 'MAIL_PASSWORD="abcd efgh ijkl mnop" ',
-    "vendor_keys": "OPENWEATHER_KEY=" + "0123456789abcdef" * 2 + " ",
+    "vendor_keys": "OPENWEATHER_KEY=" + "9f2c4e7a1b3d5f60718293a4b5c6d7e8" + " ",
     "ampersands": "plink -pw a&",
     "ampersand_commands": "plink -pw a&b ",
     "down_arrows": "Password ↓ ",

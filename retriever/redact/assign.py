@@ -397,22 +397,42 @@ _LOOKUP_KEY_WORDS = frozenset(
     event request trace correlation etag hash sha sha1 sha256 md5 gpg pgp gnupg public host
     index translation i18n locale cursor commit git rev revision build release version
     checksum content file cdn bucket path query sql db table column field react list node
+    digest sha3 sha512 blake2 blake3 fingerprint tree blob parent head base snapshot layer
+    manifest artifact image model uuid guid id nonce run user device tenant state example
+    sample fake dummy test placeholder torrent infohash magnet
     """.split()
 )
+# A name such as OPENWEATHER_KEY, as an environment variable is written.
+_UPPER_SNAKE_KEY = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*_KEY")
+_HEX_RUN = "0123456789abcdef"
+
+
+def _placeholder_hex(v: str) -> bool:
+    """A made-up hex value: one character or a short group repeated ("deadbeef" * 4,
+    "0123456789abcdef" * 2), or a run of sequential hex digits in it."""
+    low = v.lower()
+    if any(low == (low[:p] * (len(low) // p + 1))[: len(low)] for p in range(1, 17)):
+        return True
+    runs = (_HEX_RUN[i : i + 8] for i in range(len(_HEX_RUN) - 7))
+    return any(r in low or r[::-1] in low for r in runs)
 
 
 def _vendor_hex_key(key: str, v: str) -> bool:
-    """32, 40 or 64 hex characters under a vendor's ``*_KEY`` (``OPENWEATHER_KEY``,
-    ``TMDB_KEY``): many services issue their API keys as hex. A bare ``key`` or one named
-    as a lookup (``CACHE_KEY``) holds hashes and ids."""
+    """32 hex characters under a vendor's ``*_KEY`` written as an environment variable
+    (``OPENWEATHER_KEY``, ``TMDB_KEY``): the v3 API keys many services issue. A bare
+    ``key``, one named as a lookup, a hash or an id (``CACHE_KEY``, ``COMMIT_KEY``), and a
+    made-up value hold no credential; 40 and 64 hex characters are hashes."""
+    if _UPPER_SNAKE_KEY.fullmatch(key) is None:
+        return False
     segs = _key_segments(key)
     if len(segs) < 2 or segs[-1] != "key" or any(s in _LOOKUP_KEY_WORDS for s in segs):
         return False
     return (
-        len(v) in (32, 40, 64)
+        len(v) == 32
         and HEXLIKE.fullmatch(v) is not None
         and DIGIT.search(v) is not None
         and not v.isdigit()
+        and not _placeholder_hex(v)
     )
 
 
