@@ -143,7 +143,7 @@ _SEP = (
     rf"|[ \t]+(?P<verb>{_CHANGED}"
     rf"|(?:{_VERB})(?:{SPACES}(?:now|still|maintenant|toujours|d[ée]sormais))?"
     # "changed to X": the preposition is a word of its own ("to%aB…" is a value)
-    r"(?:" + SPACES + r"(?:(?:to|en|à|pour)(?=[ \t:])|:))?)(?![\w-]))"
+    r"(?:" + SPACES + r"(?:(?:to|en|à)(?=[ \t:])|:))?)(?![\w-]))"
 )
 # A bold or italic label may close its emphasis first: "**Mot de passe** : …".
 _AFTER_SEP = re.compile(r"(?:\*\*|__|\*|_)?" + _QUALIFIER + _SEP + r"[ \t]*:?[ \t]*", re.IGNORECASE)
@@ -298,20 +298,30 @@ def _labelled_edit(
     if (
         tier == "password"
         and "code" not in label.group()  # access and Wi-Fi codes: the PIN rules' own
+        and label.group() != "pwd"  # "cd to the pwd", the shell's working directory
         and _CHANGE_BEFORE.search(text, max(0, label.start() - 60), label.start())
         and (edit := _after_change(text, label, end, ok, last)) is not None
     ):
         return edit  # "I changed the wifi password to X"
     after = _AFTER_SEP.match(text, label.end(), end)
     if after is not None:
-        if any(w.strip("()'\"`*").lower() in VETO_LAST for w in after.group("qual").split()):
+        changed = (
+            after.group("verb") is not None
+            and _CHANGED_VERB.match(text, after.start("verb")) is not None
+        )
+        veto = _CHANGE_VETO if changed else VETO_LAST
+        if any(w.strip("()'\"`*").lower() in veto for w in after.group("qual").split()):
             return None  # "password hash: …", "key fingerprint is …"
+        if changed and label.group() == "pwd":
+            return None  # "pwd changed to /tmp": the working directory
         app = _app_password(text, label, after.end(), end, kind)
         if app is not None:  # "app password: abcd efgh ijkl mnop"
             return app
         found = _take_value(text, after.end(), end)
         if found is None or _inside(last, found[0]):
             return None
+        if changed and _NOT_CHANGED_TO.fullmatch(found[1]):
+            return None  # "Wi-Fi password set to WPA2-Personal"
         stop = found[0] + len(found[1])
         if not ok(found[1], False) and not (
             label.lastgroup == "password"  # not a Wi-Fi "Key:", read as a password
@@ -355,7 +365,23 @@ _CHANGE_BEFORE = re.compile(
     r"|remis|remplac(?:é|ée|er)|d[ée]fini[rs]?)(?![\w-])[^.!?;:=\n]{0,40}\Z",
     re.IGNORECASE,
 )
-_TO = frozenset("to en à pour par as".split())
+_TO = frozenset("to en à par as".split())
+# What a password's label names after a verb of changing, not the password: "password
+# hashing changed to …", "the password strength meter to …".
+_CHANGE_VETO = VETO_LAST | frozenset(
+    """
+    hashing storage requirement requirements strength meter checker library module component
+    salt history
+    """.split()
+)
+# What a password is changed to that is no password: a Wi-Fi security mode, a standard, a
+# hashing scheme, a time range ("changé à 9h-10h").
+_NOT_CHANGED_TO = re.compile(
+    r"wpa\d?(?:-\w+)?|wep|nist(?:-[\d-]+)?|pbkdf2(?:-\w+)?|bcrypt(?:-\d+)?|argon2(?:-\w+)?"
+    r"|scrypt|\d{1,2}h\d{0,2}-\d{1,2}h\d{0,2}",
+    re.IGNORECASE,
+)
+_CHANGED_VERB = re.compile(_CHANGED, re.IGNORECASE)
 _WORD = re.compile(r"[^\s:=]+")
 # Past a value whose clause goes on: a word of time or purpose ("… to Winter2025 yesterday").
 _LATER = re.compile(
@@ -372,14 +398,14 @@ def _after_change(text: str, label: re.Match[str], end: int, ok: _Check, last: S
     pos = label.end()
     for n, w in enumerate(_WORD.finditer(text, pos, min(end, pos + 120))):
         word = w.group()
-        if n >= 6 or word.strip("()'\"`*_").lower() in VETO_LAST:
+        if n >= 6 or word.strip("()'\"`*_").lower() in _CHANGE_VETO:
             return None
         if word.lower() not in _TO:
             if not word.isalpha() and not word.endswith(("'", "’")):
                 return None  # only words stand between: "the guest wifi", "de la box"
             continue
         found = _take_value(text, w.end(), end)
-        if found is None or _inside(last, found[0]):
+        if found is None or _inside(last, found[0]) or _NOT_CHANGED_TO.fullmatch(found[1]):
             return None
         v, stop = found[1], found[0] + len(found[1])
         ends = _CLAUSE_END.match(text, stop, end) or _LATER.match(text, stop, end)
