@@ -1022,8 +1022,14 @@ def test_a_google_app_password_below_or_beside_its_label(template: str) -> None:
 def test_a_spaced_app_password_under_a_password_key(template: str) -> None:
     """Google shows app passwords as four groups of four letters; pasted as shown, the
     quoted value holds blanks, which elsewhere say a value is prose."""
+    def made_up(groups: list[str]) -> bool:  # "none none …", "aaaa …", "abcd efgh …"
+        return len(set(groups)) < 4 or any(len(set(g)) == 1 or g in LOWER for g in groups)
+
     secret = " ".join(rand(4, LOWER) for _ in range(4))
-    while sum(w in STOPWORDS or w in bip39_words() for w in secret.split()) > 1:
+    while (
+        sum(w in STOPWORDS or w in bip39_words() for w in secret.split()) > 1
+        or made_up(secret.split())
+    ):
         secret = " ".join(rand(4, LOWER) for _ in range(4))  # two common words: a sentence
     line = template.format(s=secret)
     assert redact(line) == (line.replace(secret, "[REDACTED:password]"), Counter({"password": 1}))
@@ -1038,6 +1044,12 @@ def test_a_spaced_app_password_under_a_password_key(template: str) -> None:
         'MAIL_PASSWORD="xxxx xxxx xxxx xxxx"',
         'MAIL_PASSWORD="change this now"',
         'MAIL_FROM="qwzx efgh ijkl mnop"',
+        # Made up: Google's own example, a repeated group, one letter four times.
+        'SMTP_PASSWORD="abcd efgh ijkl mnop"',
+        'SMTP_PASSWORD="aaaa bbbb cccc dddd"',
+        'SMTP_PASSWORD="qwzx qwzx rvtp hbnf"',
+        'DB_PASSWORD="none none none none"',
+        'password: "blah blah blah blah"',
     ],
 )
 def test_four_short_words_under_a_password_key_stay(line: str) -> None:
