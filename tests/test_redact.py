@@ -1022,13 +1022,13 @@ def test_a_google_app_password_below_or_beside_its_label(template: str) -> None:
 def test_a_spaced_app_password_under_a_password_key(template: str) -> None:
     """Google shows app passwords as four groups of four letters; pasted as shown, the
     quoted value holds blanks, which elsewhere say a value is prose."""
+
     def made_up(groups: list[str]) -> bool:  # "none none …", "aaaa …", "abcd efgh …"
         return len(set(groups)) < 4 or any(len(set(g)) == 1 or g in LOWER for g in groups)
 
     secret = " ".join(rand(4, LOWER) for _ in range(4))
-    while (
-        sum(w in STOPWORDS or w in bip39_words() for w in secret.split()) > 1
-        or made_up(secret.split())
+    while sum(w in STOPWORDS or w in bip39_words() for w in secret.split()) > 1 or made_up(
+        secret.split()
     ):
         secret = " ".join(rand(4, LOWER) for _ in range(4))  # two common words: a sentence
     line = template.format(s=secret)

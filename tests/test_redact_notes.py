@@ -444,9 +444,7 @@ def test_a_verb_of_changing_without_a_password_after_it_stays(line: str) -> None
     ],
 )
 @pytest.mark.parametrize("value", ["P@ssw0rd2024", "Xk9#mP2w!q", "Sp0t!fy#99"])
-def test_a_strong_password_below_a_label_and_a_down_arrow(
-    template: str, value: str
-) -> None:
+def test_a_strong_password_below_a_label_and_a_down_arrow(template: str, value: str) -> None:
     note = HEAD + template.replace("{s}", value) + TAIL
     assert redact(note) == (expected(note, [value], "password"), Counter(password=1))
 

@@ -506,6 +506,7 @@ def pair_label(text: str, start: int, label: str) -> bool:
         and _PAIR_LABEL_HEAD.search(text, max(0, start - 12), start) is not None
     )
 
+
 LONG_VALUE = 1000  # characters: no key=value of a real note holds another key this far in
 
 KEY_HINT_WORDS = tuple(_KEY_HINT.pattern.removeprefix("(?i)").split("|"))

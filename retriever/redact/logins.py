@@ -158,10 +158,10 @@ def redact_logins(note: Note, counts: Counter[str]) -> str:
                 last = (edit[0], edit[1])
         for label in _SLASH_LABEL.finditer(low, start, end):
             for pattern in (_SLASH_PAIR, _SLASH_ONE):  # the pair first, then one value
-                m = pattern.match(low, label.end(), end)
-                if m is None or last[0] <= m.start("v") < last[1]:
+                found = pattern.match(low, label.end(), end)
+                if found is None or last[0] <= found.start("v") < last[1]:
                     continue
-                edit = _value_edit(text, m, end)
+                edit = _value_edit(text, found, end)
                 if edit is not None:
                     edits.append(edit)
                     last = (edit[0], edit[1])
