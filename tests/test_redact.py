@@ -1024,7 +1024,11 @@ def test_a_spaced_app_password_under_a_password_key(template: str) -> None:
     quoted value holds blanks, which elsewhere say a value is prose."""
 
     def made_up(groups: list[str]) -> bool:  # "none none …", "aaaa …", "abcd efgh …"
-        return len(set(groups)) < 4 or any(len(set(g)) == 1 or g in LOWER for g in groups)
+        return (
+            len(set(groups)) < 4
+            or any(len(set(g)) == 1 for g in groups)
+            or all(g in LOWER for g in groups)
+        )
 
     secret = " ".join(rand(4, LOWER) for _ in range(4))
     while sum(w in STOPWORDS or w in bip39_words() for w in secret.split()) > 1 or made_up(
@@ -1033,6 +1037,11 @@ def test_a_spaced_app_password_under_a_password_key(template: str) -> None:
         secret = " ".join(rand(4, LOWER) for _ in range(4))  # two common words: a sentence
     line = template.format(s=secret)
     assert redact(line) == (line.replace(secret, "[REDACTED:password]"), Counter({"password": 1}))
+
+
+def test_an_app_password_with_some_groups_in_the_alphabets_order() -> None:
+    line = 'MAIL_PASSWORD="qwzx efgh ijkl mnop"'  # one group out of order: not the example
+    assert redact(line) == ('MAIL_PASSWORD="[REDACTED:password]"', Counter({"password": 1}))
 
 
 @pytest.mark.parametrize(
@@ -1046,6 +1055,7 @@ def test_a_spaced_app_password_under_a_password_key(template: str) -> None:
         'MAIL_FROM="qwzx efgh ijkl mnop"',
         # Made up: Google's own example, a repeated group, one letter four times.
         'SMTP_PASSWORD="abcd efgh ijkl mnop"',
+        'SMTP_PASSWORD="wxyz abcd efgh ijkl"',
         'SMTP_PASSWORD="aaaa bbbb cccc dddd"',
         'SMTP_PASSWORD="qwzx qwzx rvtp hbnf"',
         'DB_PASSWORD="none none none none"',

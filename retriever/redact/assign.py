@@ -385,12 +385,14 @@ _ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 def _app_password(v: str) -> bool:
     """Four groups of four letters, at most one of them a common word: "this will work
     fine" and "some long text here" are sentences. Not a made-up one: a group repeated
-    ("none none none none"), one letter four times ("aaaa bbbb cccc dddd"), or letters in
-    the alphabet's order ("abcd efgh ijkl mnop", Google's own example)."""
+    ("none none none none"), one letter four times ("aaaa bbbb cccc dddd"), or each group
+    letters in the alphabet's order ("abcd efgh ijkl mnop", Google's own example)."""
     if not _APP_PASSWORD.fullmatch(v):
         return False
     groups = v.split()
-    if len(set(groups)) < 4 or any(len(set(g)) == 1 or g in _ALPHABET for g in groups):
+    if len(set(groups)) < 4 or any(len(set(g)) == 1 for g in groups):
+        return False
+    if all(g in _ALPHABET for g in groups):
         return False
     common = bip39_words()
     return sum(w in STOPWORDS or w in common for w in groups) <= 1
