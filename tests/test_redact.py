@@ -1100,6 +1100,7 @@ def test_hex_under_a_vendors_key_name(template: str) -> None:
         "OPENWEATHER_KEY={v}{v8}",
         "OPENWEATHER_KEY={v}{v}",
         "IMAGE_DIGEST_KEY={v}",
+        "DIGEST_KEY={v}",
         "PARENT_KEY={v}",
         "SNAPSHOT_KEY={v}",
         "MODEL_KEY={v}",

@@ -426,6 +426,7 @@ def test_a_password_after_a_verb_of_changing(template: str, value: str) -> None:
         "Mot de passe réinitialisé, changé à 9h-10h.",
         "J'ai changé le mot de passe pour la box",
         "Le mot de passe est pour Printemps2024",
+        "On a changé le mot de passe pour Printemps2024",  # "pour": a purpose, not a value
         "pwd changed to build-2024",
         "set the pwd to build-2024",
     ],
