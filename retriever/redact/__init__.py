@@ -30,8 +30,8 @@ list, a Terraform variable's ``default``) (``markup``); the credential columns o
 semicolon- or tab-separated exports under their header (``delimited``); two-factor setup
 keys (``otp``); credentials
 written as prose in English and French, "the wifi password is …", "clé de chiffrement : …",
-a value alone under its label, "I changed the wifi password to …", "🔑 …" (``prose``,
-judged by ``prose_values``); login pairs, "login: admin / …", "u: bob p: …", and
+a value alone under its label, "I changed the wifi password to …" (``prose``, judged by
+``prose_values``); login pairs, "login: admin / …", "u: bob p: …", "user/pass: …", and
 ``.pgpass`` lines (``logins``); PINs and door codes, two-factor recovery
 codes, seed phrases, plain-word passphrases, card security codes (``codes``) and card
 numbers that pass the Luhn check near a card's name (``codes.redact_cards``); the credential
@@ -48,9 +48,10 @@ number (``"correct horse battery staple"``) except four to eight words ending th
 after a passphrase label, or four or more dashed words after a password label; plain
 words where the syntax reads as code (``password = tiger`` with spaces is a variable;
 ``DB_PASSWORD=tiger`` is redacted); hex and UUID values under
-ambiguous labels (``key``, a lookup's ``CACHE_KEY``, ``signature``: hashes and ids; 32, 40
-or 64 hex characters under a vendor's ``OPENWEATHER_KEY`` are redacted); a strong password
-with no label, but after a key emoji or a service's name and a dash in a list item; the
+ambiguous labels (``key``, a lookup's, a hash's or an id's ``CACHE_KEY``, ``DIGEST_KEY``,
+``signature``: hashes and ids; 32 hex characters under a vendor's ``OPENWEATHER_KEY`` are
+redacted); a strong password with no label, even after a key emoji or a service's name
+in a list item ("🔑 …", "- Netflix — …": tech stacks and gamer tags look the same); the
 Twilio account SID (an identifier; its auth token is redacted); AWS pre-signed URL signatures; secrets split
 across lines other than PEM blocks, and a value on the line below its label other than a
 YAML block scalar or list and a Terraform variable's default.
