@@ -373,3 +373,8 @@ def test_a_password_half_of_mask_characters_is_no_mask(value: str) -> None:
 def test_masked_values_stay(mask: str) -> None:
     for text in (f"username,password\nbob,{mask}\n", f"DB_PASSWORD={mask}\n"):
         assert redact(text) == (text, {})
+
+
+@pytest.mark.parametrize("line", ["D3D12_RENDER_PASS_FLAG_SUSPENDING_PASS = 0x2,", "PASS = 0x4"])
+def test_a_short_flag_value_stays(line: str) -> None:
+    assert redact(line + "\n") == (line + "\n", {})

@@ -37,6 +37,7 @@ UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 B64 = re.compile(r"[A-Za-z0-9+/_\-]+=*")
 
 MASK_CHARS = frozenset("xX*•#0")
+MASK_RUN_FROM = 10  # from this length, a mask's characters must run (see is_masked)
 
 # Values that are obviously not a secret when they stand alone (compared lowercased).
 _KEEP_WORDS = frozenset(
@@ -70,12 +71,12 @@ def is_masked(s: str) -> bool:
     if len(s) >= 3 and len(set(s)) <= 2:
         return True
     # Counted in C (str.count): a hostile line of "key:xxx…" holds a value per key, each
-    # running to the line's end, and a Python loop over each made it take minutes. A mask
-    # is a run ("XXXX-1234"), not the same characters scattered: "YHs#DpxE0#xx", a random
-    # password, is half mask characters too.
+    # running to the line's end, and a Python loop over each made it take minutes. A long
+    # mask is a run ("XXXX-1234"), not the same characters scattered: "YHs#DpxE0#xx", a
+    # random password, is half mask characters too. A short value needs no run ("0x2").
     if sum(s.count(ch) for ch in MASK_CHARS) * 2 < len(s):
         return False
-    return any(ch * 3 in s for ch in MASK_CHARS)
+    return len(s) < MASK_RUN_FROM or any(ch * 3 in s for ch in MASK_CHARS)
 
 
 def is_wordy(s: str) -> bool:
