@@ -1870,6 +1870,11 @@ def test_a_pair_label_with_a_slash_leaves_the_user_name(label: str) -> None:
         ("user/pass: admin Summer2024!", "Summer2024!"),
         ("id/mdp : jean.dupont/Soleil2024!", "Soleil2024!"),
         ("ID/mdp : jean.dupont/Soleil2024!", "Soleil2024!"),
+        # Every password word the other stages leave to this one is read here too.
+        ("user/passwd: Summer2024!", "Summer2024!"),
+        ("user/pswd: Summer2024!", "Summer2024!"),
+        ("user/passwords: Summer2024!", "Summer2024!"),
+        ("identifiant/mdp : Soleil2024!", "Soleil2024!"),
     ],
 )
 def test_a_password_alone_or_in_a_pair_after_a_slash_label(line: str, value: str) -> None:

@@ -497,8 +497,10 @@ def _separator(m: re.Match[str]) -> str:
 # A login pair's label, "user/pass:", "u/p:", "login/pw:": ``logins`` reads the pair or the
 # password alone after it; the assignment and prose stages leave it ("login/DB_PASSWORD=" is
 # a key of their own).
-_PAIR_LABEL_HEAD = re.compile(r"(?<![\w/-])(?:u|user(?:name)?|login|id|identifiant)/\Z", re.I)
-_PAIR_LABEL_TAIL = re.compile(r"p|pw|pwd|pswd|passwd|pass(?:word)?s?|mdp", re.I)
+PAIR_USER = r"u|user(?:name)?|login|id|identifiant"  # the halves of such a label
+PAIR_PASSWORD = r"p|pw|pwd|pswd|passwd|pass(?:word)?s?|mdp"
+_PAIR_LABEL_HEAD = re.compile(rf"(?<![\w/-])(?:{PAIR_USER})/\Z", re.I)
+_PAIR_LABEL_TAIL = re.compile(PAIR_PASSWORD, re.I)
 
 
 def pair_label(text: str, start: int, label: str) -> bool:

@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
+from retriever.redact.assign import PAIR_PASSWORD, PAIR_USER
 from retriever.redact.core import MARK, Edit, Note, keep_first, marker
 from retriever.redact.prose import SPACES, VALUE_TRIM, value_end
 from retriever.redact.prose_values import PW_SYMBOL, password_ok
@@ -41,7 +42,7 @@ _LOGIN_PAIR = re.compile(
 # admin/…", "**user/pass:** admin X", and what follows it: a pair, or the password alone
 # ("Login/Password: …"; the assignment and prose stages leave these labels to this one).
 _SLASH_LABEL = re.compile(
-    r"(?<![\w-])(?:u|user(?:name)?|login|id|identifiant)/(?:p|pw|pwd|pass(?:word)?|mdp)(?![\w-])"
+    rf"(?<![\w-])(?:{PAIR_USER})/(?:{PAIR_PASSWORD})(?![\w-])"
     r"[*_]*[ \t\xa0]*(?:[:=][*_]*[ \t\xa0]*)?[`\"'*]*"
 )
 _SLASH_PAIR = re.compile(
