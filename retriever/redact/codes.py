@@ -32,6 +32,10 @@ def _labels(*alternatives: str) -> str:
     return "|".join(a.replace(" ", _S) for a in alternatives)
 
 
+# A device or a place named alone ("Garage keypad: 8264", "Lockbox: 4471"), which needs a
+# separator after it (see _PLACE). Not "Alarm:" (a time) nor "Keypad:" (a model) alone.
+_KEYPAD = "(?:door|gate|garage(?: door)?|front door|building|entry|entrance|alarm|shed) keypad"
+_BOXES = "lockbox|keybox|key box|key safe|padlock|cadenas"
 _PIN_LABEL = _labels(
     "pin(?: (?:code|number))?",
     "puk(?: code)?",
@@ -40,12 +44,9 @@ _PIN_LABEL = _labels(
     "(?:door|gate|garage(?: door)?|front door|alarm(?: panel| system)?|entry|entrance|lockbox"
     "|keybox|key box|key safe|lock|padlock|safe|locker|intercom|buzzer|unlock|voicemail)"
     " (?:code|combination|combo|pin)",
-    # A device or a place alone needs a separator after it ("Garage keypad: 8264", "Lockbox:
-    # 4471"): see _PLACE. Not "Alarm:" (a time) nor "Keypad:" (a model) alone.
-    "(?:door|gate|garage(?: door)?|front door|building|entry|entrance|alarm|shed) keypad"
-    "(?: (?:code|combination|combo|pin))?",
+    f"{_KEYPAD}(?: (?:code|combination|combo|pin))?",
     "keypad (?:code|combination|combo|pin)",
-    "lockbox|keybox|key box|key safe|padlock|cadenas",
+    _BOXES,
     "code (?:pin|cb|secret|confidentiel)",
     "code (?:de (?:la |ma )?|du |d['’])?(?:carte(?: (?:bleue|bancaire|sim))?|porte|portail"
     "|garage|alarme|entr[ée]e|immeuble|cadenas|coffre(?:-fort)?|casier|interphone|acc[eè]s)",
@@ -144,11 +145,8 @@ _ISO_DATE = re.compile(r"\d{4}-\d\d-\d\d")
 # Where a code after a place's name ends: its line, its sentence, an aside.
 _CLAUSE_END = re.compile(r"[`\"'»”*]*[ \t]*(?:[.,;!)(\[–—]|[ \t]-[ \t]|\r?\Z)")
 # The labels that name only a device or a place: a separator must follow ("keypad 4471
-# model" is a product), and the code is digits, not a year ("Alarm: 2024").
-_PLACE = re.compile(
-    r"(?:door|gate|garage(?:[ \t]+door)?|front[ \t]+door|building|entry|entrance|alarm|shed)"
-    r"[ \t]+keypad|lockbox|keybox|key[ \t]+box|key[ \t]+safe|padlock|cadenas"
-)
+# model" is a product), and the code is digits, not a year ("Lockbox: 2024").
+_PLACE = re.compile(_labels(_KEYPAD, _BOXES))
 # Words between a device's name and its colon that say the number is not its code ("Padlock
 # model: 1177", "Lockbox serial: 44218", "Keypad battery: 2032").
 _PLACE_VETO = frozenset(
