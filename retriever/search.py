@@ -3,6 +3,7 @@ and absence signals. One function serves the CLI, the MCP server and hooks."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -1049,8 +1050,17 @@ def _touches(group: list[ChunkRow], row: ChunkRow) -> bool:
 
 
 def _is_stale(vault: Path, row: ChunkRow) -> bool:
-    try:  # os.path, not a Path per hit (7 -> 4 µs: a search checks a dozen or more)
-        st = os.stat(os.path.join(vault, row.path))
+    """The note's file no longer holds what was indexed. A new mtime alone is not enough:
+    a copy, a checkout or a sync tool touches files without changing them, and every hit
+    would be flagged until the next index run. Only then is the file read and hashed."""
+    path = os.path.join(vault, row.path)  # os.path, not a Path per hit (7 -> 4 µs)
+    try:
+        st = os.stat(path)
+        if st.st_size != row.size:
+            return True
+        if st.st_mtime_ns == row.mtime_ns:
+            return False
+        with open(path, "rb") as fh:
+            return hashlib.file_digest(fh, "sha256").digest() != bytes(row.sha256)
     except OSError:
         return True
-    return (st.st_size, st.st_mtime_ns) != (row.size, row.mtime_ns)

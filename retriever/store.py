@@ -607,6 +607,7 @@ class ChunkRow:
     hash: bytes
     size: int
     mtime_ns: int
+    sha256: bytes  # of the note's raw bytes when indexed: a touched file may be unchanged
     terms: list[int] | None = None  # lexicon ids, of the chunk ``fetch_chunks`` was asked for
 
 
@@ -627,7 +628,7 @@ def fetch_chunks(
             """
             SELECT c.id, c.doc_id, d.path, d.title, c.heading_trail, c.start_line, c.end_line,
                    c.content_type, p.ztext, p.tokens, c.passage_hash, d.size, d.mtime_ns,
-                   CASE WHEN c.id = %(terms_of)s THEN c.terms END
+                   d.sha256, CASE WHEN c.id = %(terms_of)s THEN c.terms END
             FROM chunks c JOIN documents d ON d.id = c.doc_id
                  JOIN passages p ON p.hash = c.passage_hash
             WHERE c.id = ANY(%(ids)s)

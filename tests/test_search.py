@@ -173,6 +173,27 @@ def test_stale_flag_when_file_changed_since_indexed(app: Retriever, vault_copy: 
     assert any(h.stale for h in after.hits if h.path == "homelab/Backups.md")
 
 
+def test_a_touched_but_unchanged_file_is_not_stale(app: Retriever, vault_copy: Path) -> None:
+    # A copy, a checkout or a sync tool gives files a new mtime without changing them.
+    target = vault_copy / "homelab" / "Backups.md"
+    st = target.stat()
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    after = app.search("restic backup retention", fresh=False)
+    ours = [h for h in after.hits if h.path == "homelab/Backups.md"]
+    assert ours and not any(h.stale for h in ours)
+
+
+def test_a_same_size_edit_is_stale(app: Retriever, vault_copy: Path) -> None:
+    target = vault_copy / "homelab" / "Backups.md"
+    raw = target.read_bytes()
+    i = raw.index(b"restic")
+    target.write_bytes(raw[:i] + b"RESTIC" + raw[i + 6 :])  # same size, new bytes
+    st = target.stat()
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    after = app.search("restic backup retention", fresh=False)
+    assert any(h.stale for h in after.hits if h.path == "homelab/Backups.md")
+
+
 def test_graph_lifts_a_linked_note_sharing_no_words(app: Retriever) -> None:
     # Daily/2024-05-12.md links to cooking/Shakshuka.md (see tests/vault-cases.jsonl "graph").
     query = "Tomás birthday dinner"
