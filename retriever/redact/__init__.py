@@ -89,7 +89,7 @@ from retriever.redact.vendors import (
 log = logging.getLogger(__name__)
 
 # Bump whenever a rule changes: stored text redacted by an older version must be re-indexed.
-REDACTOR_VERSION = "27"
+REDACTOR_VERSION = "28"
 
 KINDS: tuple[str, ...] = (
     "private_key",
