@@ -781,6 +781,71 @@ def test_documentation_and_placeholders_kept(name: str) -> None:
         assert redact(note) == (note, Counter())
 
 
+# --------------------------------------------------------------------------- dotted passwords
+
+
+def dotted_password(rng: random.Random) -> str:
+    """Two or three words joined by dots, one capitalised, the last ending in a number, as
+    people pick passwords: "kestrel.Citron99"."""
+    parts = [rng.choice(WORDS) for _ in range(rng.choice((2, 3)))]
+    i = rng.randrange(len(parts))
+    parts[i] = parts[i].title()
+    return ".".join(parts) + str(rng.randint(10, 99))
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "---\ntitle: Box internet\nwifi_password: {s}\n---\n# Box internet",
+        "password: {s}",
+        "DB_PASSWORD={s}",
+        "password = {s}",
+        "Mot de passe : {s}",
+        "The NAS password is {s}.",
+        "| Service | Login | Mot de passe |\n|---|---|---|\n| EDF | jean.dupont | {s} |",
+        "Password:\n`{s}`",
+    ],
+)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_dotted_words_ending_in_a_number_under_a_password_label(template: str, seed: int) -> None:
+    """ "velvet.Bramble19" reads as an attribute path, but under an explicit password label
+    (a key, a label, a table's column, a frontmatter field) it is the password."""
+    value = dotted_password(random.Random(seed))
+    note = HEAD + template.replace("{s}", value) + TAIL
+    assert redact(note) == (expected(note, [value], "password"), Counter(password=1))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # Code references under a password label: no number at the end, one digit, an
+        # underscore, a call, a constant's capitals.
+        "password: os.environ.PASSWORD",
+        "password: settings.DB_PASSWORD",
+        "password=self.password",
+        "password: config.password",
+        "password: user.pass2",
+        "password: secrets.token_hex(16)",
+        "pwd = args.password",
+        "password: env.DB_PASS_2",
+        "password: Settings.Password",
+        "password: v1.api",
+        "password: app.Config.PASS99",
+        "password: self.dbPass42",
+        # The shape without a password label: a version, a module, a name.
+        "see kestrel.Citron99",
+        "Key: kestrel.Citron99",
+        "module: pandas.Series12",
+        "token: velvet.Bramble19",
+        # No separator after the label: the value must look like a password on its own.
+        "Use password settings.Section12 from the config",
+    ],
+)
+def test_code_references_under_a_password_label_stay(line: str) -> None:
+    note = HEAD + line + TAIL
+    assert redact(note) == (note, Counter())
+
+
 # --------------------------------------------------------------------------- robustness
 
 

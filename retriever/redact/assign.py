@@ -18,6 +18,7 @@ from retriever.redact.values import (
     bip39_words,
     high_entropy,
     is_code_ref,
+    is_dotted_password,
     is_identifier,
     is_multiword,
     is_path,
@@ -454,7 +455,9 @@ def _judge(tier: str, kind: str, raw: str, v: str, site: _Site) -> str:
         return kind  # MAIL_PASSWORD="qwzx efgh ijkl mnop": spaced, but not prose
     if any(ch.isspace() for ch in v) and (tier != "password" or is_prose(v)):
         return ""  # tokens have no spaces; a spaced password is kept only if not prose
-    if not site.quoted and not _unquoted_is_literal(v, site):
+    # "wifi_password: kestrel.Citron99" reads as an attribute path, but is no code
+    dotted = tier == "password" and is_dotted_password(v)
+    if not site.quoted and not dotted and not _unquoted_is_literal(v, site):
         return ""
     if v.isdigit() and len(v) <= 5:  # counts, ports, sizes
         return ""

@@ -29,7 +29,7 @@ from retriever.redact.prose_values import (
     token_ok,
     word_dash_number,
 )
-from retriever.redact.values import HEXLIKE, UUID
+from retriever.redact.values import HEXLIKE, UUID, is_dotted_password
 
 SPACES = r"[ \t]+"  # a space between the words of a label
 _PW_LABEL = (
@@ -220,8 +220,17 @@ _ID_BEFORE = re.compile(
 )
 
 _Check = Callable[[str, bool], bool]
+
+
+def _labelled_password_ok(v: str, strict: bool) -> bool:
+    """A value after an explicit password label: as ``password_ok`` judges it, or dotted
+    words ending in a number ("Mot de passe : velvet.Bramble19"), which read as code
+    elsewhere."""
+    return password_ok(v, strict) or (not strict and is_dotted_password(v))
+
+
 CHECKS: dict[str, tuple[str, _Check]] = {
-    "password": ("password", password_ok),
+    "password": ("password", _labelled_password_ok),
     "key": ("secret", key_material_ok),
     "token": ("secret", token_ok),
     # "key: <sha256>" is a hash far more often than a key: base64 only.

@@ -228,6 +228,20 @@ def is_code_ref(v: str) -> bool:
     return sum(is_wordy(p) for p in parts if p) * 2 >= len(parts)
 
 
+# "kestrel.Citron99": two or three words joined by dots, the last ending in two digits or
+# more, as people pick passwords. An attribute path looks the same to ``is_code_ref``, but
+# its last part rarely ends in a number (``self.password``, ``settings.DB_PASSWORD``,
+# ``user.pass2``, ``v1.api``): callers ask only under an explicit password label.
+_DOTTED_PASSWORD = re.compile(
+    r"(?:[a-z]{2,}|[A-Z][a-z]+)(?:\.(?:[a-z]{2,}|[A-Z][a-z]+)){1,2}\d{2,}"
+)
+
+
+def is_dotted_password(v: str) -> bool:
+    """A password of dotted words ending in a number (``velvet.Bramble19``), not code."""
+    return _DOTTED_PASSWORD.fullmatch(v) is not None
+
+
 @cache
 def bip39_words() -> frozenset[str]:
     """The English and French BIP-39 lists (what wallets print), composed: common words."""
