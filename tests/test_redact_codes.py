@@ -265,6 +265,89 @@ def test_the_list_below_a_label_ends_at_the_first_line_that_is_not_codes() -> No
     assert out.endswith("- not a code\n" + note.splitlines()[-1] + "\n")
 
 
+def weak_code(length: int, dash: int | None = None, digit: bool = True) -> str:
+    """A code of ``length`` lowercase letters and digits with one digit (``digit``) or
+    none, a dash at ``dash``: random codes lack a second digit often. No part of it a
+    word (the BIP-39 lists hold the common ones)."""
+    known = set(Mnemonic("english").wordlist) | set(Mnemonic("french").wordlist)
+    while True:
+        s = "".join(secrets.choice(string.ascii_lowercase) for _ in range(length))
+        if digit:
+            i = secrets.randbelow(length)
+            s = s[:i] + secrets.choice(string.digits) + s[i + 1 :]
+        s = s if dash is None else s[:dash] + "-" + s[dash:]
+        if not known & set(s.split("-")):
+            return s
+
+
+def strong_code(length: int, dash: int | None = None) -> str:
+    while True:
+        s = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(length))
+        if sum(c.isdigit() for c in s) >= 2:
+            return s if dash is None else s[:dash] + "-" + s[dash:]
+
+
+def test_a_list_of_codes_of_one_shape_goes_whole() -> None:
+    """Codes of one service share one shape; random ones of eight or ten characters lack a
+    second digit often. Most of a list passing the code check, the rest of its shape, is a
+    list of codes: every one goes, not only those before the first doubtful one."""
+    check(
+        "Proton backup codes: {0}, {1}, {2}, {3}",
+        [strong_code(10), weak_code(10), strong_code(10), strong_code(10)],
+        "recovery_code",
+    )
+    listed = [weak_code(8, 4), strong_code(8, 4), weak_code(8, 4, digit=False), weak_code(8, 4)]
+    listed += [strong_code(8, 4) for _ in range(4)]
+    check(
+        "Discord backup codes:\n" + "".join(f"- {{{i}}}\n" for i in range(8)),
+        listed,
+        "recovery_code",
+    )
+    check(
+        "Codes de secours : {0} {1} {2}",
+        [strong_code(8), weak_code(8), strong_code(8)],
+        "recovery_code",
+    )
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        # Fewer than half pass the check, or two codes only, or shapes differ.
+        "Recovery codes: {w}, {w2}, {s}",
+        "Backup codes: {s}, {w}",
+        "Backup codes: {s}, {s2}, {w9}",
+        # Words of the codes' shape: a word is never a code.
+        "Backup codes: stored safely, printed",
+        "Recovery codes: abcdefgh, ijklmnop, ab12cd34",
+    ],
+)
+def test_a_doubtful_code_outside_a_list_of_its_shape_keeps_its_line(note: str) -> None:
+    note = note.format(
+        s=strong_code(8),
+        s2=strong_code(8),
+        w=weak_code(8),
+        w2=weak_code(8),
+        w9=weak_code(9),
+        wd=weak_code(8, 4),
+    )
+    assert redact(note) == (note, Counter())
+
+
+@pytest.mark.parametrize(
+    ("word", "dash"),
+    [("finished", None), ("template", None), ("f1fa-qvns", None), ("keep-open", 4)],
+)
+def test_a_word_or_a_doubtful_code_of_another_shape_ends_their_list(
+    word: str, dash: int | None
+) -> None:
+    first, second = strong_code(8, dash), strong_code(8, dash)
+    out, counts = redact(f"Recovery codes:\n- {first}\n- {second}\n- {word}\n")
+    marks = "- [REDACTED:recovery_code]\n" * 2
+    assert out == f"Recovery codes:\n{marks}- {word}\n"
+    assert counts == Counter(recovery_code=2)
+
+
 # --------------------------------------------------------------------------- seed phrases
 
 

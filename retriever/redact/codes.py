@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from retriever.lexical import STOPWORDS
 from retriever.redact.assign import VETO_LAST
 from retriever.redact.core import LINE_BREAKS, MARK, Edit, Note, keep_first, marker
-from retriever.redact.values import bip39_words
+from retriever.redact.values import bip39_words, is_wordy
 
 _S = r"[ \t]+"
 
@@ -245,13 +245,19 @@ def _tokens(
     return out
 
 
-def _code_spans(text: str, start: int, stop: int) -> tuple[list[tuple[int, int]], int] | None:
+# A recovery code's span, and whether it passes ``_code_ok`` on its own.
+_Code = tuple[int, int, bool]
+
+
+def _code_spans(text: str, start: int, stop: int) -> list[_Code] | None:
     """Each recovery code on ``text[start:stop]`` (apart by blanks, commas or bars; Google
-    prints one as "1234 5678") and how many, or None when anything else is there."""
+    prints one as "1234 5678"), or None when anything else is there. A token with a code's
+    shape but too few digits ("t7dtejigzy") is one only in a list of its own shape (see
+    ``_one_list``)."""
     if stop - start > _LONGEST_LIST_LINE:
         return None
     tokens = _tokens(text, start, stop, _CODE_TOKEN, _CODE_ASIDE)
-    spans: list[tuple[int, int]] = []
+    spans: list[_Code] = []
     i = 0
     while i < len(tokens):
         a, b = tokens[i]
@@ -261,14 +267,39 @@ def _code_spans(text: str, start: int, stop: int) -> tuple[list[tuple[int, int]]
             and _four_digits(text[slice(*tokens[i + 1])])
             and not text[b : tokens[i + 1][0]].strip(" \t")  # "1234 5678", never across a break
         ):
-            spans.append((a, tokens[i + 1][1]))  # "1234 5678"
+            spans.append((a, tokens[i + 1][1], True))  # "1234 5678"
             i += 2
             continue
-        if not _code_ok(text[a:b]):
+        ok = _code_ok(text[a:b])
+        if not ok and not _code_shaped(text[a:b]):
             return None
-        spans.append((a, b))
+        spans.append((a, b, ok))
         i += 1
-    return spans, len(spans)
+    return spans
+
+
+def _code_shaped(token: str) -> bool:
+    """Six letters and digits or more in a code's groups, none of them a word: a code with
+    fewer than two digits ("qsxr-oixi", "t7dtejigzy"), not "finished" nor "well-done"."""
+    if not _CODE.fullmatch(token) or len(token.replace("-", "")) < 6:
+        return False
+    if "-" not in token and is_wordy(token):
+        return False
+    common = bip39_words()
+    return not any(p.lower() in STOPWORDS or p.lower() in common for p in token.split("-"))
+
+
+_SHAPE = re.compile(r"[A-Za-z0-9]")
+_LEAST_LIST = 3  # codes in a list judged whole
+
+
+def _one_list(text: str, codes: list[_Code]) -> bool:
+    """Codes of one service: three or more, all of one shape (length and dashes), at least
+    half of them passing the code check alone. Random codes of eight or ten characters lack
+    a second digit often ("hx9o-awbp", "t7dtejigzy"); a list of them is still codes."""
+    shapes = {_SHAPE.sub("x", text[a:b]) for a, b, _ in codes}
+    passed = sum(ok for _, _, ok in codes)
+    return len(codes) >= _LEAST_LIST and len(shapes) == 1 and passed * 2 >= len(codes)
 
 
 def _four_digits(s: str) -> bool:
@@ -326,18 +357,42 @@ def _listed_edits(text: str, pos: int, end: int, seed: bool) -> tuple[list[Edit]
     read is part of them, not read again: "seed\\n" × 100,000 stays linear)."""
     below = _REST.match(text, pos, end).end() == end  # type: ignore[union-attr]
     lines: Iterable[tuple[int, int]] = _lines_below(text, end) if below else [(pos, end)]
+    if not seed:
+        return _recovery_edits(text, lines, end)
     spans: list[tuple[int, int]] = []
     words, read_to = 0, end
     for a, b in lines:
         read_to = b
-        found = (_seed_spans if seed else _code_spans)(text, a, b)
-        if found is None or not found[1] or (seed and words > 24):
+        found = _seed_spans(text, a, b)
+        if found is None or not found[1] or words > 24:
             break
         spans += found[0]
         words += found[1]
-    if seed and not 12 <= words <= 24:
+    if not 12 <= words <= 24:
         return [], read_to
-    return [(a, b, marker("seed_phrase" if seed else "recovery_code")) for a, b in spans], read_to
+    return [(a, b, marker("seed_phrase")) for a, b in spans], read_to
+
+
+def _recovery_edits(
+    text: str, lines: Iterable[tuple[int, int]], end: int
+) -> tuple[list[Edit], int]:
+    """The recovery codes on ``lines`` to the first line holding anything else, and where
+    the reading stopped. A line holding a doubtful code ends the list there, unless the
+    whole list is one (``_one_list``): then every code in it goes."""
+    codes: list[_Code] = []
+    sure, sure_read_to = -1, end  # the codes before the first doubtful line; its end
+    read_to = end
+    for a, b in lines:
+        read_to = b
+        found = _code_spans(text, a, b)
+        if sure < 0 and not (found and all(ok for _, _, ok in found)):
+            sure, sure_read_to = len(codes), b
+        if not found:
+            break
+        codes += found
+    if 0 <= sure < len(codes) and not _one_list(text, codes):
+        codes, read_to = codes[:sure], sure_read_to
+    return [(a, b, marker("recovery_code")) for a, b, _ in codes], read_to
 
 
 # --- a passphrase of plain words ----------------------------------------------------------
