@@ -487,6 +487,74 @@ def test_a_card_security_code(template: str) -> None:
     check(template, [digits(3)], "payment_card")
 
 
+@pytest.mark.parametrize(
+    "template",
+    [
+        "CB pro : exp 11/26, cryptogramme {0}",
+        "Cryptogramme visuel : {0}",
+        "card_cvc: {0}",
+        "card_cvv = {0}",
+        '{{"card_cvc": "{0}"}}',
+        "Amex — CID {0}",
+        "Carte Amex, CID : {0}",
+        "Business card CID {0}",
+    ],
+)
+def test_a_card_security_code_under_its_other_names(template: str) -> None:
+    """France's "cryptogramme", a form's "card_cvc" field, and American Express's "CID"
+    on a line that names a card."""
+    check(template, [digits(3 + secrets.randbelow(2))], "payment_card")
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        # "CID" alone: a Content-ID, a customer's or a cell's id.
+        "CID: 4471",
+        "Customer CID 5226",
+        "Cell CID 30211 on tower 12",
+        '<img src="cid:image001.png">',
+        "Caller ID (CID) 0612",
+        # A card's security code named but not given, a field's other names.
+        "Le cryptogramme est au dos de la carte",
+        "Cryptogramme visuel : 3 chiffres",
+        "card_cvc_length: 3",
+        "discard_cvc: 123",
+    ],
+)
+def test_a_cid_without_a_card_and_a_security_code_not_given_stay(note: str) -> None:
+    assert redact(note) == (note, Counter())
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "Code de déverrouillage du téléphone de papa : {0}",
+        "code de déverrouillage : {0}",
+        "The alarm disarm code is {0} (then press OFF)",
+        "Disarm code: {0}",
+        "Code to disarm the alarm: {0}",
+        "Code pour désactiver l'alarme : {0}",
+    ],
+)
+def test_an_unlock_or_a_disarm_code(template: str) -> None:
+    check(template, [pin_code()], "pin")
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        "Code de déverrouillage : voir le tiroir",
+        "The disarm code is on the fridge",
+        "Disarm code length: 6",
+        "Code to disarm: press 2 then OFF",
+        "Disarming code 2019",
+    ],
+)
+def test_an_unlock_or_a_disarm_code_not_given_stays(note: str) -> None:
+    assert redact(note) == (note, Counter())
+
+
 def test_recovery_codes_with_a_note_beside_them_or_a_dated_label() -> None:
     check(
         "Recovery codes:\n- {0}\n- {1} (used)\n- {2}\n- {3} ✅\n",

@@ -51,6 +51,10 @@ _PIN_LABEL = _labels(
     "code (?:de (?:la |ma )?|du |d['’])?(?:carte(?: (?:bleue|bancaire|sim))?|porte|portail"
     "|garage|alarme|entr[ée]e|immeuble|cadenas|coffre(?:-fort)?|casier|interphone|acc[eè]s)",
     "combinaison (?:du |de la |de l['’])?(?:cadenas|coffre(?:-fort)?|casier)",
+    "code (?:de )?d[ée]verrouillage",
+    # An alarm's: "disarm code", "code to disarm", "code pour désactiver".
+    "disarm(?:ing)? (?:code|pin)",
+    "code (?:to disarm|pour d[ée]sactiver)",
 )
 _RECOVERY_LABEL = _labels(
     "(?:recovery|backup|2fa|two-factor|two factor|mfa|otp|scratch|emergency|one-time"
@@ -70,14 +74,21 @@ _SEED_LABEL = _labels(
 )
 _PASSPHRASE_LABEL = _labels("passphrase", "pass phrase", "phrase (?:de passe|secr[eè]te)")
 _CVV_LABEL = _labels(
-    "cvv2?", "cvc2?", "(?:card )?(?:security|verification) (?:code|value)", "code de s[ée]curit[ée]"
+    "cvv2?",
+    "cvc2?",
+    "(?:card )?(?:security|verification) (?:code|value)",
+    "code de s[ée]curit[ée]",
+    "cryptogramme(?: visuel)?",
+    "card_(?:cvc|cvv)2?",  # a form's or an export's field
 )
 # Matched in the lowercase twin of the text; the value is read from the text. The group
 # names are the rules, not the kinds they redact.
 _LABELS = re.compile(
     rf"(?<![\w-])(?:(?P<pin>{_PIN_LABEL})|(?P<recovery>{_RECOVERY_LABEL})"
-    rf"|(?P<seed>{_SEED_LABEL})|(?P<passphrase>{_PASSPHRASE_LABEL})|(?P<cvv>{_CVV_LABEL}))"
-    r"(?![\w-])"
+    rf"|(?P<seed>{_SEED_LABEL})|(?P<passphrase>{_PASSPHRASE_LABEL})|(?P<cvv>{_CVV_LABEL})"
+    # American Express's "CID": a Content-ID, a customer's or a cell's id elsewhere, so only
+    # on a line that names a card (see redact_codes).
+    r"|(?P<cid>cid))(?![\w-])"
 )
 # Each hint costs a pass over the note: few and short, some shared with the prose rules
 # ("pass"). "code" holds "digicode", "codes", "security code"; "comb" "combo",
@@ -93,6 +104,9 @@ _HINTS = (
     "pass",
     "cv",
     "card",
+    "carte",  # "carte" and "amex" name a card: a line holding one may hold a "CID"
+    "amex",
+    "cryptogramme",
     "keypad",
     "lockbox",
     "keybox",
@@ -447,7 +461,7 @@ def _edits_for(text: str, label: re.Match[str], end: int) -> tuple[list[Edit], i
         if place and (bare or _vetoed(after["qual"], _PLACE_VETO)):
             return [], end  # "keypad 4471 model", "Padlock model: 1177"
         edit = _pin_edit(text, after.end(), end, bare, place)
-    elif rule == "cvv":
+    elif rule in ("cvv", "cid"):
         edit = _cvv_edit(text, after.end(), end)
     else:
         edit = None if bare else _passphrase_edit(text, after.end(), end)
@@ -461,9 +475,14 @@ def redact_codes(note: Note, counts: Counter[str]) -> str:
     edits: list[Edit] = []
     read_to = -1
     for start, end in note.lines(_HINTS + _SEED_HINTS):
+        card: bool | None = None  # whether the line names a card, looked at once
         for label in _LABELS.finditer(low, start, end):
             if label.start() < read_to:
                 continue  # in the lines a label above has read
+            if label.lastgroup == "cid":
+                card = _names_a_card(low, start, end) if card is None else card
+                if not card:
+                    continue  # "CID: 4471", a Content-ID or a customer's id
             found, stop = _edits_for(text, label, end)
             edits += found
             read_to = max(read_to, stop) if stop > end else read_to
