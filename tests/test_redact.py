@@ -846,6 +846,56 @@ def test_every_group_of_a_setup_key_goes(groups: int) -> None:
         assert counts == Counter({"secret": 1})
 
 
+def letters_key(groups: int = 8) -> str:
+    """A setup key of letters only, as one in thirty random keys is: never a word."""
+    known = bip39_words()
+    while True:
+        key = [rand(4, string.ascii_lowercase) for _ in range(groups)]
+        if not known & set(key) and len(set(key)) == groups:
+            return " ".join(key)
+
+
+@pytest.mark.parametrize(
+    ("template", "make"),
+    [
+        ("TOTP seed for the AWS root account: {0}", lambda: base32_key(False)),
+        ("TOTP secret for my bank (backup): {0}", lambda: base32_key(True)),
+        ("Clé 2FA (TOTP) Binance à saisir manuellement : {0}", letters_key),
+        ("clé TOTP : {0}", lambda: base32_key(True)),
+        ("2FA secret: {0}", letters_key),
+        ("TOTP seed for Gmail: {0}", lambda: letters_key(10)),
+    ],
+)
+def test_a_setup_key_after_a_qualified_label_or_of_letters_only(
+    template: str, make: Callable[[], str]
+) -> None:
+    """Words may stand between a label naming a two-factor key and its colon; after such a
+    label, eight groups of four letters or more are its key even with no digit."""
+    key = make()
+    out, counts = redact(template.format(key))
+    assert out == template.format("[REDACTED:secret]")
+    assert counts == Counter({"secret": 1})
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # Letters only after a bare "Secret key:", four groups, words, a repeat, the alphabet.
+        "Secret key: nijz sxbr rtee bshl hpic hgqe yiwn cltq",
+        "TOTP secret: nijz sxbr rtee bshl",
+        "2FA key: this that what when ever over once upon",
+        "TOTP secret: abcd efgh ijkl mnop qrst uvwx abcd efgh",
+        "TOTP secret: nijz nijz nijz nijz nijz nijz nijz nijz",
+        "OTP seed: bcde fghi jklm nopq rstu vwxy cdef ghij",
+        # Words before the colon of a bare "setup key": it names too much else.
+        "Setup key for the garage door: JBSWY3DPEHPK3PXP",
+        "TOTP code shown on the phone: 123456",
+    ],
+)
+def test_letters_or_a_qualified_bare_setup_key_stay(line: str) -> None:
+    assert redact(line) == (line, Counter())
+
+
 @pytest.mark.parametrize(
     "line",
     [
