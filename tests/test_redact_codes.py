@@ -515,6 +515,8 @@ def test_a_card_security_code_under_its_other_names(template: str) -> None:
         "Cell CID 30211 on tower 12",
         '<img src="cid:image001.png">',
         "Caller ID (CID) 0612",
+        "Error code 12, CID: 4471",  # a line another label's word puts under the rules
+        "PIN reset for CID 5226",
         # A card's security code named but not given, a field's other names.
         "Le cryptogramme est au dos de la carte",
         "Cryptogramme visuel : 3 chiffres",
