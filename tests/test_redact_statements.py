@@ -102,6 +102,44 @@ def test_statements_and_prose_without_a_password_stay(text: str) -> None:
     assert redact(text) == (text, {})
 
 
+@pytest.mark.parametrize(
+    "template",
+    [
+        "htpasswd -b -c /etc/nginx/.htpasswd admin {v}",
+        "sudo htpasswd -c -b /etc/apache2/.htpasswd bob {v}",
+        "htpasswd -bB -C 10 /etc/nginx/.htpasswd admin {v}",
+        "htpasswd -B -b -r 12 .htpasswd admin {v}",
+        "htpasswd -nb admin {v}",
+        "htpasswd -n -b admin {v} > .htpasswd",
+        "net use Z: \\\\nas\\photos /user:jdupont {v}",
+        "net use \\\\nas\\photos /user:NAS\\jdupont {v} /persistent:yes",
+        "NET USE * \\\\srv\\share /USER:bob {v}",
+    ],
+)
+def test_htpasswd_flag_groups_and_net_use_after_the_user(template: str) -> None:
+    """htpasswd's flags in several groups (b in one; no file with n), and net use's
+    password after "/user:X" as well as before it."""
+    check(template)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "htpasswd -c /etc/nginx/.htpasswd admin",  # no -b: htpasswd asks
+        "htpasswd -B -c /etc/nginx/.htpasswd admin",
+        "htpasswd -c -B /etc/nginx/.htpasswd admin note",
+        "htpasswd -nB admin",
+        "htpasswd -D /etc/nginx/.htpasswd admin",
+        "net use Z: \\\\nas\\photos /user:jdupont *",  # "*" asks
+        "net use Z: \\\\nas\\photos /user:jdupont /persistent:yes",
+        "Run net use Z: \\\\nas\\photos /user:jdupont and type the password",
+        "net use Z: \\\\server\\share /user:DOMAIN\\username password",
+    ],
+)
+def test_htpasswd_and_net_use_without_a_password_stay(text: str) -> None:
+    assert redact(text) == (text, {})
+
+
 @pytest.mark.parametrize("quote", ['"', ""])
 def test_a_kubernetes_environment_entry(quote: str) -> None:
     check("env:\n  - name: DB_PASSWORD\n    value: " + quote + "{v}" + quote + "\n")

@@ -51,6 +51,13 @@ _CMD = r"(?<![\w/.-])"  # a command word, not part of a path (/etc/mysql) or a l
 # scan quadratic) and within one command (not past a pipe, `;` or `&&`).
 _GAP = r"(?=[ \t])[^\n|;&]{0,200}?[ \t]"
 
+# htpasswd's flags, in one group or several ("-b -c", "-bB -C 10": bcrypt's cost, or -r's
+# rounds, after its letter); b in one of them says the password is on the command line.
+_FLAG = r"-[a-zA-Z]++(?:(?<=[Cr])[ \t]+\d+)?[ \t]+"
+_FLAGS = rf"(?:{_FLAG})++"
+_HTPASSWD_B = rf"(?=(?:{_FLAG})*-[a-zA-Z]*b)"
+_HTPASSWD_N = rf"(?:{_FLAG})*-[a-zA-Z]*n"  # -n: the result on stdout, no file named
+
 _RULES: tuple[_Rule, ...] = (
     # -pSECRET, attached (a bare -p prompts; -P is the port).
     _rule(
@@ -110,9 +117,14 @@ _RULES: tuple[_Rule, ...] = (
     _rule((" -p",), rf"{_CMD}ipmitool{_GAP}-P[ \t]+{_VALUE}"),
     _rule((" -k",), rf"{_CMD}openssl[ \t]+enc{_GAP}-k[ \t]+{_VALUE}"),
     _rule(("--body",), rf"{_CMD}gh[ \t]+secret[ \t]+set{_GAP}(?:-b|--body)[ \t=]*{_VALUE}"),
+    # htpasswd -b: the file, the user, the password; with -n no file.
     _rule(
         ("htpasswd",),
-        rf"{_CMD}htpasswd[ \t]+-(?=[a-zA-Z]*b)[a-zA-Z]++[ \t]+\S+[ \t]+\S+[ \t]+{_VALUE}",
+        rf"{_CMD}htpasswd[ \t]+{_HTPASSWD_B}(?!{_HTPASSWD_N}){_FLAGS}\S+[ \t]+\S+[ \t]+{_VALUE}",
+    ),
+    _rule(
+        ("htpasswd",),
+        rf"{_CMD}htpasswd[ \t]+{_HTPASSWD_B}(?={_HTPASSWD_N}){_FLAGS}\S+[ \t]+{_VALUE}",
     ),
     _rule(
         ("net user",),
@@ -196,6 +208,13 @@ _RULES: tuple[_Rule, ...] = (
         r"(?<![\w-])net[ \t]+use[ \t]+(?:[A-Za-z]:|\*)[ \t]+\\\\\S+[ \t]+"
         r"(?P<v>[^\s/'\"|;&<>]\S*|'[^'\n]+'|\"[^\"\n]+\")[ \t]+/user:",
         flags=re.IGNORECASE,
+    ),
+    _rule(  # the password after the user ("/user:bob X"); not a switch ("/persistent:no")
+        ("net use",),
+        r"(?<![\w-])net[ \t]+use[ \t]+(?:(?:[A-Za-z]:|\*)[ \t]+)?\\\\\S+[ \t]+/user:\S+[ \t]+"
+        r"(?P<v>[^\s/'\"|;&<>]\S*|'[^'\n]+'|\"[^\"\n]+\")",
+        flags=re.IGNORECASE,
+        words_ok=False,  # "net use … /user:bob and type the password" is a sentence
     ),
     _rule(("az login",), rf"{_CMD}az[ \t]+login{_GAP}(?:-p|--password)[ \t=]+{_VALUE}"),
     _rule(
