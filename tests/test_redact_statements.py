@@ -140,6 +140,30 @@ def test_htpasswd_and_net_use_without_a_password_stay(text: str) -> None:
     assert redact(text) == (text, {})
 
 
+@pytest.mark.parametrize("prefix", ["b", "r", "u", "rb", "Br", "f"])
+@pytest.mark.parametrize("quote", ["'", '"'])
+def test_a_python_string_prefix_before_a_secret(prefix: str, quote: str) -> None:
+    """``app.secret_key = b'…'`` is judged as the plain string is."""
+    hexed = "".join(secrets.choice("0123456789abcdef") for _ in range(32))
+    check(f"app.secret_key = {prefix}{quote}{{v}}{quote}", kind="secret", value=hexed)
+    check(f"DB_PASSWORD = {prefix}{quote}{{v}}{quote}")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password = f'{prefix}{user.id}'",  # an f-string that builds the value is code
+        'password = f"pw-{os.getpid()}"',
+        "secret_key = b'changeme'",
+        "key = b'abc'",
+        "password = b''",
+        "token = rb'${TOKEN}'",
+    ],
+)
+def test_a_prefixed_string_that_is_code_or_a_placeholder_stays(text: str) -> None:
+    assert redact(text) == (text, {})
+
+
 @pytest.mark.parametrize("quote", ['"', ""])
 def test_a_kubernetes_environment_entry(quote: str) -> None:
     check("env:\n  - name: DB_PASSWORD\n    value: " + quote + "{v}" + quote + "\n")

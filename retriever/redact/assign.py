@@ -50,6 +50,7 @@ _ASSIGN_RE = re.compile(
 _VALUE_RE = re.compile(
     r"""(?P<pad>[ \t]*(?:\*\*)?[ \t]*)
     (?:
+        (?:(?P<pre>[bBrRuUfF]|[rR][bBfF]|[bBfF][rR])(?=["']))?  # Python's b'…', r'…', f'…'
         (?P<q>["'`])
         (?P<qv>(?:\\[^\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]
             |(?!(?P=q))[^\\\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029])*)
@@ -567,6 +568,8 @@ def redact_assignments(note: Note, counts: Counter[str]) -> str:
             # "password:xxx…" (a value per key, each to the line's end) took minutes.
             pos = max(pos, vm.end())
         quoted = vm.group("q") is not None
+        if "f" in (vm.group("pre") or "").lower() and "{" in vm.group("qv"):
+            continue  # f"{user}-{pw}": code that builds the value
         # `setenv("API_KEY", "v")` only: a bare `"a", "b"` is any list or tuple.
         if sep == "," and not (
             quoted
