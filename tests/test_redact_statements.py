@@ -111,6 +111,7 @@ def test_statements_and_prose_without_a_password_stay(text: str) -> None:
         "htpasswd -B -b -r 12 .htpasswd admin {v}",
         "htpasswd -nb admin {v}",
         "htpasswd -n -b admin {v} > .htpasswd",
+        "htpasswd -nb admin {v} then paste the line",  # with -n the user comes first
         "net use Z: \\\\nas\\photos /user:jdupont {v}",
         "net use \\\\nas\\photos /user:NAS\\jdupont {v} /persistent:yes",
         "NET USE * \\\\srv\\share /USER:bob {v}",
@@ -132,6 +133,7 @@ def test_htpasswd_flag_groups_and_net_use_after_the_user(template: str) -> None:
         "htpasswd -D /etc/nginx/.htpasswd admin",
         "net use Z: \\\\nas\\photos /user:jdupont *",  # "*" asks
         "net use Z: \\\\nas\\photos /user:jdupont /persistent:yes",
+        "net use Z: \\\\nas\\photos /user:jdupont /p:no",  # a switch, not a password
         "Run net use Z: \\\\nas\\photos /user:jdupont and type the password",
         "net use Z: \\\\server\\share /user:DOMAIN\\username password",
     ],
