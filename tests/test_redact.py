@@ -184,6 +184,9 @@ def _path_after(prefix: str) -> Callable[[str], str]:
     return lambda url: url[len(prefix) :]
 
 
+OPENWEATHER_URL = "https://api.openweathermap.org/data/2.5/weather"
+ALCHEMY_URL = "https://eth-sepolia.g.alchemy.com/v2/"
+INFURA_URL = "https://mainnet.infura.io/v3/"
 SLACK_HOOK = "https://hooks.slack.com/services/"
 DISCORD_HOOK = "https://discord.com/api/webhooks/"
 
@@ -308,6 +311,18 @@ TOKENS: dict[str, Token] = {
     "ifttt_webhook": Token(
         "api_token", lambda: f"{IFTTT_HOOK}{rand(22, URLSAFE)}", _path_after(IFTTT_HOOK)
     ),
+    # Keys in API URLs, under their host (redactor 28).
+    "openweather_url": Token(
+        "api_token",
+        lambda: f"{OPENWEATHER_URL}?q=Paris&units=metric&appid={rand(32, HEX)}",
+        lambda url: url.rsplit("=", 1)[1],
+    ),
+    "alchemy_url": Token(
+        "api_token", lambda: f"{ALCHEMY_URL}{rand(32, URLSAFE)}", _path_after(ALCHEMY_URL)
+    ),
+    "infura_url": Token(
+        "api_token", lambda: f"{INFURA_URL}{rand(32, HEX)}", _path_after(INFURA_URL)
+    ),
     "discord_bot": Token("discord_token", discord_token),
     "twilio_api_key": Token("twilio", lambda: "S" + "K" + rand(32, HEX)),
     "sendgrid": Token(
@@ -392,6 +407,40 @@ def test_whole_token_replaced_not_a_prefix(name: str) -> None:
     out, _ = redact(f"key is {value} ok")
     prefix = value[: len(value) - len(token.secret(value))]
     assert out == f"key is {prefix}[REDACTED:{token.kind}] ok"
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        OPENWEATHER_URL + "?appid={0}&units=metric",
+        "curl 'https://api.openweathermap.org/data/3.0/onecall?lat=48.8&lon=2.3&appid={0}'",
+        "[forecast](https://openweathermap.org/data/2.5/forecast?id=2988507&APPID={0})",
+    ],
+)
+def test_an_openweather_key_anywhere_in_its_query(template: str) -> None:
+    key = rand(32, HEX)
+    out, counts = redact(template.format(key))
+    assert (out, counts) == (template.format("[REDACTED:api_token]"), Counter(api_token=1))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # Another host, a placeholder, a hash's length, an id in the path.
+        "https://example.org/api?appid=" + "87c419dc507ed2670286301265bbc57b",
+        "https://api.wolframalpha.com/v2/query?appid=" + "87c419dc507ed2670286301265bbc57b",
+        OPENWEATHER_URL + "?q=Paris&appid={API_KEY}",
+        OPENWEATHER_URL + "?q=Paris&appid=" + "0" * 32,
+        OPENWEATHER_URL + "?q=Paris&appid=" + "a1" * 20,
+        "https://eth-mainnet.g.alchemy.com/v2/your-api-key",
+        "https://eth-mainnet.g.alchemy.com/v2/demo",
+        "https://mainnet.infura.io/v3/YOUR-PROJECT-ID",
+        "https://docs.alchemy.com/v2/" + "reference-eth-getbalance-endpoint",
+        "https://github.com/example/repo/v2/" + "a1" * 16,
+    ],
+)
+def test_urls_without_a_key_of_their_host_stay(line: str) -> None:
+    assert redact(line) == (line, Counter())
 
 
 # --------------------------------------------------------------------------- contextual kinds

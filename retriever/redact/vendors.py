@@ -428,6 +428,31 @@ VENDOR_RULES: tuple[Rule, ...] = (
         group="v",
         check=lambda v: True,
     ),
+    # Keys in API URLs, each under its own host: OpenWeather's appid in the query string,
+    # Alchemy's and Infura's in the path (the gaps bounded: a line repeating the host
+    # stays linear).
+    rule(
+        "api_token",
+        r"openweathermap\.org/[^\s?#\"'<>]{0,200}\?(?:[^\s#&\"'<>]{0,200}&){0,20}"
+        r"(?i:appid)=(?P<v>[0-9a-f]{32})(?![0-9A-Za-z])",
+        ("openweathermap.org",),
+        group="v",
+        check=_random_ok,
+    ),
+    rule(
+        "api_token",
+        r"alchemy(?:api)?\.(?:com|io)/v2/(?P<v>[A-Za-z0-9_-]{32})(?![\w-])",
+        ("alchemy",),
+        group="v",
+        check=lambda v: _random_ok(v) and not is_placeholder(v),
+    ),
+    rule(
+        "api_token",
+        r"infura\.io/(?:ws/)?v3/(?P<v>[0-9a-f]{32})(?![0-9A-Za-z])",
+        ("infura.io",),
+        group="v",
+        check=_random_ok,
+    ),
     rule("twilio", _after("SK", "[A-Za-z0-9]") + r"[0-9a-fA-F]{32}(?![A-Za-z0-9])", ("SK",)),
     rule(
         "sendgrid_key",
