@@ -142,6 +142,41 @@ def test_htpasswd_and_net_use_without_a_password_stay(text: str) -> None:
     assert redact(text) == (text, {})
 
 
+def tunnel_token() -> str:
+    """A Cloudflare Tunnel token: base64 of its JSON ('{"a":"…","t":"…","s":"…"}')."""
+    body = "".join(secrets.choice(string.ascii_letters + string.digits + "+/") for _ in range(180))
+    return "eyJhIjoi" + body
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "sudo cloudflared service install {v}",
+        "cloudflared.exe service install {v}",
+        "cloudflared tunnel run --token {v}",
+        "cloudflared tunnel --no-autoupdate run --token={v}",
+        "docker run cloudflare/cloudflared:latest tunnel --no-autoupdate run --token {v}",
+        "/usr/local/bin/cloudflared service install '{v}'",
+    ],
+)
+def test_a_cloudflare_tunnel_token(template: str) -> None:
+    check(template, kind="api_token", value=tunnel_token())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "cloudflared service install",
+        "cloudflared tunnel run mytunnel",
+        "cloudflared tunnel run --token $TUNNEL_TOKEN",
+        "cloudflared tunnel run --token <token>",
+        "Install cloudflared, then paste the token from the dashboard.",
+    ],
+)
+def test_cloudflared_without_a_token_stays(text: str) -> None:
+    assert redact(text) == (text, {})
+
+
 @pytest.mark.parametrize("prefix", ["b", "r", "u", "rb", "Br", "f"])
 @pytest.mark.parametrize("quote", ["'", '"'])
 def test_a_python_string_prefix_before_a_secret(prefix: str, quote: str) -> None:

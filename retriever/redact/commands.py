@@ -236,6 +236,14 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _rule(("influx",), rf"{_CMD}influx{_GAP}-password[ \t]+{_VALUE}"),
     _rule(("pihole",), rf"{_CMD}pihole[ \t]+-a[ \t]+-p[ \t]+{_VALUE}"),
+    # Cloudflare Tunnel's token (base64 of its JSON, "eyJ…"), to install the service or run
+    # the tunnel; in a container too ("cloudflare/cloudflared:latest tunnel run --token").
+    _rule(
+        ("cloudflared",),
+        r"(?<![\w.-])cloudflared(?:\.exe)?(?::[\w.-]+)?[ \t](?:[^\n|;&]{0,200}?[ \t])??"
+        r"(?:service[ \t]+install[ \t]+|--token(?:[ \t]+|=))['\"]?(?P<v>eyJ[A-Za-z0-9+/=_-]{40,})",
+        kind="api_token",
+    ),
     _rule(
         ("authtoken",),
         rf"{_CMD}ngrok[ \t]+(?:config[ \t]+add-authtoken|authtoken)[ \t]+{_VALUE}",
