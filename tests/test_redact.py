@@ -434,6 +434,9 @@ def test_an_openweather_key_anywhere_in_its_query(template: str) -> None:
         OPENWEATHER_URL + "?q=Paris&appid=" + "a1" * 20,
         "https://eth-mainnet.g.alchemy.com/v2/your-api-key",
         "https://eth-mainnet.g.alchemy.com/v2/demo",
+        "https://eth-mainnet.g.alchemy.com/v2/YOUR_KEY_" + "1234567890abcdefghijklm",
+        # The host named, the key in another host's query.
+        "openweathermap.org or https://api.wolframalpha.com/v2/query?appid=" + "87c419dc" * 4,
         "https://mainnet.infura.io/v3/YOUR-PROJECT-ID",
         "https://docs.alchemy.com/v2/" + "reference-eth-getbalance-endpoint",
         "https://github.com/example/repo/v2/" + "a1" * 16,

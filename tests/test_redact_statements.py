@@ -168,6 +168,7 @@ def test_a_cloudflare_tunnel_token(template: str) -> None:
     [
         "cloudflared service install",
         "cloudflared tunnel run mytunnel",
+        "cloudflared service install homelab-tunnel",  # a tunnel's name, not its token
         "cloudflared tunnel run --token $TUNNEL_TOKEN",
         "cloudflared tunnel run --token <token>",
         "Install cloudflared, then paste the token from the dashboard.",
