@@ -153,6 +153,126 @@ def test_a_pin_after_a_device_or_a_place(template: str) -> None:
     check(template, [pin_code()], "pin")
 
 
+def alarm_code() -> str:
+    """Four digits that are no time of day on the 24-hour clock and no year."""
+    while True:
+        value = digits(4)
+        if (int(value[:2]) > 23 or int(value[2:]) > 59) and value[:2] not in ("19", "20"):
+            return value
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "Alarm: {0}",
+        "Alarm: {0}.",
+        "Alarm: **{0}**",
+        "Alarm: `{0}`",
+        "Alarm — {0}",
+        "Alarm = {0}",
+        "Alarm is {0}",
+        "Alarm → {0}",
+        "Alarme : {0} (désactiver en entrant)",
+        "Alarm: {0} then OFF",
+        "Alarm: {0} to disarm",
+        "Alarme : {0} puis OFF",
+        "Alarme : {0} puis ON",
+        "Alarm panel: {0}",
+        "Alarm system: {0}",
+        "Alarme de la maison : {0}",
+        "Alarm: {0} (disarm within 30 s)",
+        "Alarm: {0}; panic: 9999",
+        "- House alarm: {0}",
+    ],
+)
+def test_a_house_alarm_code_after_alarm_alone(template: str) -> None:
+    """After "Alarm:" alone a code that no clock, calendar or measure explains."""
+    check(template, [alarm_code()], "pin")
+
+
+def test_a_house_alarm_code_written_apart_or_with_a_hash() -> None:
+    code_ = alarm_code()
+    check("Alarm: *{0}", [code_ + "#"], "pin")
+    check("Alarm: {0}", [code_ + "#"], "pin")
+    check("Alarm: {0}", ["#" + code_], "pin")
+    check("Alarm: {0}", [f"{code_[:2]} {code_[2:]}"], "pin")
+    check("Alarm: {0}", [" ".join(code_)], "pin")
+    check("Alarm: {0}", [digits(6)], "pin")
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        # Times of day, the alarm clock's.
+        "Alarm: 7:30 am",
+        "Alarm set for 0630",
+        "Alarm: 0630",
+        "Alarm: 0630.",
+        "Alarm: 0545 weekdays",
+        "Alarm: 0800, 1400, 2000 (meds)",
+        "Alarm: 2100 (bedtime reminder)",
+        "Alarm: 0515 - gym",
+        "Alarm: 0645 — school run",
+        "Alarme : 0700",
+        "Alarme : 6h30",
+        "Alarme : 0630 en semaine, 0830 le week-end",
+        "Alarm clock: 0630",
+        "Alarm for meds: 0800",
+        "Alarm on weekdays — 0645",
+        "Alarme : 06 30",
+        "Alarm: 6 30",
+        "Alarm times: 0600 0630 0700",
+        "Alarm 2: 0730.",
+        "Alarm (weekend): 0900.",
+        "Alarm snooze: 0009",
+        "Alarm → 0615",
+        "Alarm = 0615",
+        # Measures, error codes, detectors.
+        "Alarm: 1500 Hz",
+        "Alarm: 2500 ms",
+        "Alarm: 90 dB",
+        "Alarm: 3 beeps",
+        "Alarm: E401",
+        "Alarm 1001: overtemperature",
+        "Fire alarm: 2019",
+        "Fire alarm: 2580 Hz",
+        "Fire alarm: 2580",
+        "Smoke alarm: 10 years",
+        "CO2 alarm threshold: 1200",
+        "Alarm threshold: 2500.",
+        "Alarm count: 1024",
+        "Alarm delay: 0030",
+        "Alarm zone: 3",
+        "Alarm zones: 0012",
+        # Dates, years, phones, the paperwork.
+        "Smoke alarm installed: 2023-04-12",
+        "Alarm installed: 12/04/2023",
+        "Alarm: 2024-05-01",
+        "Alarm: 01-05",
+        "Alarm: 31-12",
+        "Alarm: 1984",
+        "Alarm: 20240112",
+        "Alarm company: 0800 123 456",
+        "Alarm monitoring: 0330 088 1234",
+        "Alarme (télésurveillance) : 01 23 45 67 89",
+        "Alarm panel model: 5834",
+        "Alarm panel: DSC PC1616",
+        "Alarm ID: 4471",
+        "Alarm reference: 88213",
+        "Alarm contract: 4471-2290",
+        "Alarm invoice: 20240112",
+        "Alarm serial: 4471902",
+        "Alarm cost: 1299.",
+        "Alarm price: 1299 (with install)",
+        "Alarm budget: 1200 euros",
+        "Alarm sound: 2580",
+        "Alarm: 2580 then press the button",
+    ],
+)
+def test_an_alarm_number_that_is_no_code_stays(note: str) -> None:
+    assert redact(note) == (note, Counter())
+
+
 def test_a_padlock_combination_of_single_digits() -> None:
     check("Shed padlock: {0}", ["-".join(digits(1) for _ in range(4))], "pin")
 
@@ -178,10 +298,9 @@ def test_a_padlock_combination_of_single_digits() -> None:
         "Lockbox: 4B28A",
         "Padlock: 3 digits",
         "Alarm code 1001: overtemperature",
-        # "Alarm" and "Keypad" alone name an alarm clock's time and a keypad's model.
+        # "Alarm" alone names an alarm clock's time too, "Keypad" alone a keypad's model.
         "Alarm: 0630",
         "Alarme : 0700",
-        "Alarm: 2580",
         "Keypad: 6160",
         # A word before the colon says what the number is.
         "Padlock model: 1177.",

@@ -33,9 +33,12 @@ def _labels(*alternatives: str) -> str:
 
 
 # A device or a place named alone ("Garage keypad: 8264", "Lockbox: 4471"), which needs a
-# separator after it (see _PLACE). Not "Alarm:" (a time) nor "Keypad:" (a model) alone.
+# separator after it (see _PLACE). Not "Keypad:" alone (a model). "Alarm:" alone names an
+# alarm clock's time as often as a house alarm's code: its code is judged as an alarm's
+# (see _alarm_code_ok), and it comes last, after "alarm code", "alarm keypad".
 _KEYPAD = "(?:door|gate|garage(?: door)?|front door|building|entry|entrance|alarm|shed) keypad"
 _BOXES = "lockbox|keybox|key box|key safe|padlock|cadenas"
+_ALARM = "alarme?(?: (?:panel|system|de la maison))?"
 _PIN_LABEL = _labels(
     "pin(?: (?:code|number))?",
     "puk(?: code)?",
@@ -55,6 +58,7 @@ _PIN_LABEL = _labels(
     # An alarm's: "disarm code", "code to disarm", "code pour désactiver".
     "disarm(?:ing)? (?:code|pin)",
     "code (?:to disarm|pour d[ée]sactiver)",
+    _ALARM,
 )
 _RECOVERY_LABEL = _labels(
     "(?:recovery|backup|2fa|two-factor|two factor|mfa|otp|scratch|emergency|one-time"
@@ -107,6 +111,7 @@ _HINTS = (
     "carte",  # "carte" and "amex" name a card: a line holding one may hold a "CID"
     "amex",
     "cryptogramme",
+    "alarm",
     "keypad",
     "lockbox",
     "keybox",
@@ -160,7 +165,8 @@ _ISO_DATE = re.compile(r"\d{4}-\d\d-\d\d")
 _CLAUSE_END = re.compile(r"[`\"'»”*]*[ \t]*(?:[.,;!)(\[–—]|[ \t]-[ \t]|\r?\Z)")
 # The labels that name only a device or a place: a separator must follow ("keypad 4471
 # model" is a product), and the code is digits, not a year ("Lockbox: 2024").
-_PLACE = re.compile(_labels(_KEYPAD, _BOXES))
+_PLACE = re.compile(_labels(_KEYPAD, _BOXES, _ALARM))
+_ALARM_LABEL = re.compile(_labels(_ALARM))
 # Words between a device's name and its colon that say the number is not its code ("Padlock
 # model: 1177", "Lockbox serial: 44218", "Keypad battery: 2032").
 _PLACE_VETO = frozenset(
@@ -168,7 +174,26 @@ _PLACE_VETO = frozenset(
     model serial sku number no nr num ref reference contract company phone tel telephone cost
     price threshold battery batteries invoice order zip postcode ext extension room size
     version firmware part id delay zone zones time times log event brand type warranty
+    clock snooze count budget sound volume tone installed monitoring réveil heure horaire
+    télésurveillance
     """.split()
+)
+# An alarm that detects rather than guards: what follows its name is no code ("Fire alarm:
+# 2580 Hz", "Smoke alarm: 2019").
+_DETECTOR = re.compile(
+    r"(?<![\w-])(?:fire|smoke|co2?|carbon monoxide|gas|flood|water|leak|heat|temperature"
+    r"|low|high)[ \t]+\Z",
+    re.IGNORECASE,
+)
+# An alarm's code: four to eight digits, maybe a "#" around them ("#2580", "2580#"), or
+# written apart ("25 80", "8 5 3 1"); never with dashes ("31-12", "01-05" are dates).
+_ALARM_CODE = re.compile(r"#?(?:(?P<run>\d{4,8})|(?P<pair>\d\d \d\d)|\d(?: \d){3,7})#?")
+_YYYYMMDD = re.compile(r"(?:19|20)\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])")
+# After an alarm's code, the words that say what to do next ("2580 then OFF").
+_ALARM_GOES_ON = re.compile(
+    r"[`\"'»”*]*[ \t]+(?:(?:then|puis)[ \t]+(?:off|on)|to[ \t]+disarm|pour[ \t]+d[ée]sactiver)"
+    r"(?![\w-])",
+    re.IGNORECASE,
 )
 # What a number after a device's name is not: a phone number ("0800 123 456",
 # "0612345678") or a month ("03-2024").
@@ -196,17 +221,37 @@ def _pin_ok(v: str, bare: bool, place: bool = False) -> bool:
     return 4 <= digits <= 12
 
 
+def _alarm_code_ok(v: str) -> bool:
+    """A house alarm's code after "Alarm:" alone ("2580", "#2580", "25 80"), not a time of
+    day on the 24-hour clock ("0630", "06 30", "2100"), nor a date ("20240112"). A year, a
+    phone number, "0000" are left by ``_pin_ok``."""
+    m = _ALARM_CODE.fullmatch(v)
+    if m is None:
+        return False
+    written = (m["run"] or m["pair"] or "").replace(" ", "")
+    if len(written) == 4 and int(written[:2]) <= 23 and int(written[2:]) <= 59:
+        return False
+    return _YYYYMMDD.fullmatch(written) is None
+
+
 def _value_at(text: str, pos: int, end: int, pattern: re.Pattern[str]) -> re.Match[str] | None:
     while pos < end and text[pos] in _OPEN:
         pos += 1
     return pattern.match(text, pos, end)
 
 
-def _pin_edit(text: str, pos: int, end: int, bare: bool, place: bool = False) -> Edit | None:
+def _pin_edit(
+    text: str, pos: int, end: int, bare: bool, place: bool = False, alarm: bool = False
+) -> Edit | None:
     m = _value_at(text, pos, end, _PIN_VALUE)
     if m is None or not _pin_ok(m.group(), bare, place):
         return None
-    if place and _CLAUSE_END.match(text, m.end(), end) is None:
+    if alarm and not _alarm_code_ok(m.group()):
+        return None  # "Alarm: 0630": a time
+    ends = _CLAUSE_END.match(text, m.end(), end) or (
+        alarm and _ALARM_GOES_ON.match(text, m.end(), end)
+    )
+    if place and not ends:
         return None  # "Alarm: 2500 ms", "Keypad: 1234 layout": a measure, a model
     return m.start(), m.end(), marker("pin")
 
@@ -460,7 +505,10 @@ def _edits_for(text: str, label: re.Match[str], end: int) -> tuple[list[Edit], i
         place = _PLACE.fullmatch(label.group()) is not None
         if place and (bare or _vetoed(after["qual"], _PLACE_VETO)):
             return [], end  # "keypad 4471 model", "Padlock model: 1177"
-        edit = _pin_edit(text, after.end(), end, bare, place)
+        alarm = place and _ALARM_LABEL.fullmatch(label.group()) is not None
+        if alarm and _DETECTOR.search(text, max(0, label.start() - 20), label.start()):
+            return [], end  # "Fire alarm: 2580 Hz"
+        edit = _pin_edit(text, after.end(), end, bare, place, alarm)
     elif rule in ("cvv", "cid"):
         edit = _cvv_edit(text, after.end(), end)
     else:
