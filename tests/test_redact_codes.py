@@ -198,6 +198,11 @@ def test_a_house_alarm_code_written_apart_or_with_a_hash() -> None:
     check("Alarm: {0}", [f"{code_[:2]} {code_[2:]}"], "pin")
     check("Alarm: {0}", [" ".join(code_)], "pin")
     check("Alarm: {0}", [digits(6)], "pin")
+    # No hour past 23, no minute past 59: a code either way.
+    late = f"{24 + secrets.randbelow(6)}{secrets.randbelow(60):02d}"
+    early = f"{secrets.choice([h for h in range(24) if h not in (19, 20)]):02d}"
+    check("Alarm: {0}", [late], "pin")
+    check("Alarm: {0}", [early + str(60 + secrets.randbelow(40))], "pin")
 
 
 @pytest.mark.parametrize(

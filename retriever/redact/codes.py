@@ -38,7 +38,7 @@ def _labels(*alternatives: str) -> str:
 # (see _alarm_code_ok), and it comes last, after "alarm code", "alarm keypad".
 _KEYPAD = "(?:door|gate|garage(?: door)?|front door|building|entry|entrance|alarm|shed) keypad"
 _BOXES = "lockbox|keybox|key box|key safe|padlock|cadenas"
-_ALARM = "alarme?(?: (?:panel|system|de la maison))?"
+_ALARM = "alarme?"  # "Alarm panel:", "Alarme de la maison :": words before the separator
 _PIN_LABEL = _labels(
     "pin(?: (?:code|number))?",
     "puk(?: code)?",
