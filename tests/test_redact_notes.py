@@ -890,7 +890,7 @@ def test_new_rules_stay_linear(name: str) -> None:
     assert out.count("\n") == text.count("\n")
 
 
-# Redactor 27's triggers, each repeated over 200,000 characters on one line.
+# Redactor 27's and 28's triggers, each repeated over 200,000 characters on one line.
 HOSTILE_200K = {
     "change_verbs": "changed the password ",
     "change_verbs_to": "I set the wifi password to ",
@@ -907,6 +907,34 @@ HOSTILE_200K = {
     "ampersands": "plink -pw a&",
     "ampersand_commands": "plink -pw a&b ",
     "down_arrows": "Password ↓ ",
+    # Redactor 28's.
+    "dotted_passwords": "password: kestrel.Citron99 ",
+    "dotted_keys": "wifi_password: velvet.Bramble19 ",
+    "dotted_prose": "Mot de passe : velvet.Bramble19 ",
+    "code_lists": "Backup codes: ab12cd34 qsxroixi ",
+    "code_list_items": "Discord backup codes: - hx9o-awbp ",
+    "card_cid": "Amex CID 5226 ",
+    "cid_alone": "cid ",
+    "card_fields": "card_cvc: 255 cryptogramme 471 ",
+    "unlock_codes": "code de déverrouillage : 7619 ",
+    "disarm_codes": "The alarm disarm code is 657038 ",
+    "otp_qualifiers": "TOTP seed for the AWS root account ",
+    "otp_asides": "Clé 2FA (TOTP) Binance : ",
+    "otp_letters": "2FA secret: nijz sxbr ",
+    "htpasswd_groups": "htpasswd -b -c ",
+    "htpasswd_numbers": "htpasswd -bB -C 10 ",
+    "net_use_users": "net use Z: \\\\nas\\photos /user:bob ",
+    "string_prefixes": "password = b'",
+    "f_strings": "password = f'{a}' ",
+    "openweather": "openweathermap.org/data?q=a&",
+    "openweather_keys": "openweathermap.org/x?appid=87c419dc507ed2670286301265bbc57b ",
+    "alchemy_infura": "alchemy.com/v2/ infura.io/v3/ ",
+    "cloudflared": "cloudflared tunnel run --token ",
+    "cloudflared_tokens": "cloudflared service install eyJhIjoi" + "a1B2" * 12 + " ",
+    "alarms": "Alarm: ",
+    "alarm_codes": "Alarm: 2580 then ",
+    "alarm_digits": "Alarme : 8 5 3 1 ",
+    "detector_alarms": "Fire alarm: ",
 }
 
 
