@@ -271,6 +271,12 @@ def test_a_house_alarm_code_written_apart_or_with_a_hash() -> None:
         "Alarm price: 1299 (with install)",
         "Alarm budget: 1200 euros",
         "Alarm sound: 2580",
+        # An aside naming what the number is; five digits, a postcode.
+        "Alarm: 4471 (room number)",
+        "Alarm: 4471 (ext.)",
+        "Alarme : 75011.",
+        "Alarme : 75011 Paris",
+        "Alarm: 94110",
         "Alarm: 2580 then press the button",
     ],
 )
@@ -318,6 +324,9 @@ def test_a_padlock_combination_of_single_digits() -> None:
         "Lockbox: 0800 123 456",
         "Lockbox: 0612345678",
         "Padlock: 03-2024",
+        # An aside after the number says what it is.
+        "Lockbox: 4471 (room 12)",
+        "Garage keypad: 4471 (model)",
     ],
 )
 def test_a_device_or_a_place_without_a_code_stays(note: str) -> None:

@@ -185,9 +185,10 @@ _DETECTOR = re.compile(
     r"|low|high)[ \t]+\Z",
     re.IGNORECASE,
 )
-# An alarm's code: four to eight digits, maybe a "#" around them ("#2580", "2580#"), or
-# written apart ("25 80", "8 5 3 1"); never with dashes ("31-12", "01-05" are dates).
-_ALARM_CODE = re.compile(r"#?(?:(?P<run>\d{4,8})|(?P<pair>\d\d \d\d)|\d(?: \d){3,7})#?")
+# An alarm's code: four to eight digits but five (a postcode: "Alarme : 75011."), maybe a
+# "#" around them ("#2580", "2580#"), or written apart ("25 80", "8 5 3 1"); never with
+# dashes ("31-12", "01-05" are dates).
+_ALARM_CODE = re.compile(r"#?(?:(?P<run>\d{4}|\d{6,8})|(?P<pair>\d\d \d\d)|\d(?: \d){3,7})#?")
 _YYYYMMDD = re.compile(r"(?:19|20)\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])")
 # After an alarm's code, the words that say what to do next ("2580 then OFF").
 _ALARM_GOES_ON = re.compile(
@@ -219,6 +220,9 @@ def _pin_ok(v: str, bare: bool, place: bool = False) -> bool:
     if (bare and core != v) or ((bare or place) and year):
         return False
     return 4 <= digits <= 12
+
+
+_ASIDE = re.compile(r"[`\"'»”*]*[ \t]*\((?P<words>[^()\n]{1,40})\)")
 
 
 def _alarm_code_ok(v: str) -> bool:
@@ -253,6 +257,9 @@ def _pin_edit(
     )
     if place and not ends:
         return None  # "Alarm: 2500 ms", "Keypad: 1234 layout": a measure, a model
+    aside = _ASIDE.match(text, m.end(), end) if place else None
+    if aside is not None and _vetoed(re.sub(r"[.,;:]", " ", aside["words"]), _PLACE_VETO):
+        return None  # "Alarm: 4471 (room number)": the aside says what it is
     return m.start(), m.end(), marker("pin")
 
 
