@@ -17,11 +17,12 @@ Guarantees the indexer relies on:
   finds each word once per text and shares it across the stages).
 
 Stages, in order (one module each): private-key blocks and PuTTY's .ppk private lines
-(``pem``); vendor-shaped tokens, wallet keys with a valid Base58Check checksum and HTTP
-credentials (``vendors``); Kubernetes ``kind: Secret`` manifests (``kubernetes``);
+(``pem``); vendor-shaped tokens, keys in API URLs under their host (OpenWeather, Alchemy,
+Infura), wallet keys with a valid Base58Check checksum and HTTP credentials
+(``vendors``); Kubernetes ``kind: Secret`` manifests (``kubernetes``);
 passwords on command lines, ``mysql -pX``, ``sshpass -p X``, ``IDENTIFIED BY 'X'``,
 ``xfreerdp /p:X``, ``smbclient -U user%X``, ``keytool -storepass X``, ``7z -pX``, Oracle's
-``user/X@db`` (``commands``);
+``user/X@db``, ``cloudflared service install <token>`` (``commands``);
 credentials passed positionally in code, ``Client("SK…", "…")`` (``calls``); ``key =
 value`` in every syntax, Dataview's ``key:: value`` included (``assign``); credentials
 named by markup, ``<password>X</password>``, ``<add key="…Password" value="X"/>``, a
@@ -32,8 +33,8 @@ keys (``otp``); credentials
 written as prose in English and French, "the wifi password is …", "clé de chiffrement : …",
 a value alone under its label, "I changed the wifi password to …" (``prose``, judged by
 ``prose_values``); login pairs, "login: admin / …", "u: bob p: …", "user/pass: …", and
-``.pgpass`` lines (``logins``); PINs and door codes, two-factor recovery
-codes, seed phrases, plain-word passphrases, card security codes (``codes``) and card
+``.pgpass`` lines (``logins``); PINs and door codes (a house alarm's after "Alarm:"
+alone, never a time of day), two-factor recovery codes, seed phrases, plain-word passphrases, card security codes (``codes``) and card
 numbers that pass the Luhn check near a card's name (``codes.redact_cards``); the credential
 columns of markdown tables (``tables``); the other passwords on a line that held one, "from
 X to Y", "X (old: Y)" (``prose.redact_more_passwords``).

@@ -3,7 +3,8 @@ wallet's seed phrase, a passphrase of plain words, a card's security code and nu
 English and French.
 
 Each needs its label: a number alone is a number. "PIN: 4821", "the garage door code is
-2580", "code de la porte : 4B28A"; "Recovery codes:" and the codes after it or in the list
+2580", "code de la porte : 4B28A", "Alarm: 2580" (an alarm named alone: not "Alarm: 0630",
+a time of day); "Recovery codes:" and the codes after it or in the list
 below it; "Seed phrase:" and its 12 to 24 words, every one of them from the BIP-39 lists;
 "Passphrase: correct horse battery staple" (four to eight plain words ending the line, none
 of them a function word or a word about passwords); "CVV 123". What follows the label must
