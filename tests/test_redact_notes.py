@@ -785,11 +785,12 @@ def test_documentation_and_placeholders_kept(name: str) -> None:
 
 
 def dotted_password(rng: random.Random) -> str:
-    """Two or three words joined by dots, one capitalised, the last ending in a number, as
-    people pick passwords: "kestrel.Citron99"."""
+    """Two or three words joined by dots, the last capitalised and ending in a number (an
+    earlier one maybe capitalised too), as people pick passwords: "kestrel.Citron99"."""
     parts = [rng.choice(WORDS) for _ in range(rng.choice((2, 3)))]
-    i = rng.randrange(len(parts))
-    parts[i] = parts[i].title()
+    parts[-1] = parts[-1].title()
+    if rng.random() < 0.5:
+        parts[0] = parts[0].title()
     return ".".join(parts) + str(rng.randint(10, 99))
 
 
@@ -815,6 +816,12 @@ def test_dotted_words_ending_in_a_number_under_a_password_label(template: str, s
     assert redact(note) == (expected(note, [value], "password"), Counter(password=1))
 
 
+def test_accented_dotted_passwords_under_a_password_label() -> None:
+    for value in ("sapin.Grêle44", "fougère.Zinc91"):
+        note = HEAD + f"Mot de passe : {value}" + TAIL
+        assert redact(note) == (expected(note, [value], "password"), Counter(password=1))
+
+
 @pytest.mark.parametrize(
     "line",
     [
@@ -832,6 +839,15 @@ def test_dotted_words_ending_in_a_number_under_a_password_label(template: str, s
         "password: v1.api",
         "password: app.Config.PASS99",
         "password: self.dbPass42",
+        # Secret managers' paths and test names end in a numbered lowercase word.
+        "password: vault.prod.db01",
+        "password: secrets.db01",
+        "password: ssm.prod.rds01",
+        "ansible_become_pass: vault.sudo.pw01",
+        "PASS: tests.auth.test12",
+        "PASS: lib.test99",
+        "pwd: build.out01",
+        "password: kestrel.citron99",
         # The shape without a password label: a version, a module, a name.
         "see kestrel.Citron99",
         "Key: kestrel.Citron99",

@@ -136,9 +136,39 @@ def test_htpasswd_flag_groups_and_net_use_after_the_user(template: str) -> None:
         "net use Z: \\\\nas\\photos /user:jdupont /p:no",  # a switch, not a password
         "Run net use Z: \\\\nas\\photos /user:jdupont and type the password",
         "net use Z: \\\\server\\share /user:DOMAIN\\username password",
+        # Inline code in a note: the backtick ends the command, and a placeholder stays.
+        "`htpasswd -b -c file user PASSWORD` creates the file",
+        "Run `htpasswd -b /etc/nginx/.htpasswd admin <password>` first",
     ],
 )
 def test_htpasswd_and_net_use_without_a_password_stay(text: str) -> None:
+    assert redact(text) == (text, {})
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "Run `mysql -uroot -p{v}` then",
+        "`htpasswd -b -c /etc/nginx/.htpasswd admin {v}` once",
+        "`sshpass -p {v} ssh pi@nas`",
+    ],
+)
+def test_a_command_in_inline_code_ends_at_its_backtick(template: str) -> None:
+    """The password goes, the backtick that closes the inline code stays."""
+    check(template)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password = '%s:%s' % (user, pw)",
+        "password = b'%s:%s' % (user, pw)",
+        'auth = "{}:{}".format(user, pw)',
+        "secret = '%(user)s@%(host)s' % cfg",
+        'PASSWORD = "{0}-{1}".format(a, b)',
+    ],
+)
+def test_a_format_string_of_fields_alone_is_no_password(text: str) -> None:
     assert redact(text) == (text, {})
 
 

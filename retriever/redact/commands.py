@@ -18,8 +18,9 @@ from retriever.redact.core import MARK, Edit, Note, keep_first, lines_above, mar
 from retriever.redact.values import high_entropy, is_placeholder, is_wordy, looks_random
 
 # A value's characters: an "&" between two of them is one too ("plink -pw Tr0ub4dor&3"),
-# not a shell's "&&", "&>" or a lone "& " that sends the command to the background.
-_RUN = r"(?:[^\s'\"|;&<>]|&(?=[^\s'\"|;&<>]))"
+# not a shell's "&&", "&>" or a lone "& " that sends the command to the background. A
+# backtick ends it: the command is inline code in a note ("`htpasswd -b f user PASSWORD`").
+_RUN = r"(?:[^\s'\"|;&<>`]|&(?=[^\s'\"|;&<>`]))"
 _VALUE = rf"(?P<v>'[^'\n]+'|\"[^\"\n]+\"|{_RUN}+)"
 _QUOTED = r"(?P<v>'[^'\n]+'|\"[^\"\n]+\")"
 _WORD = rf"(?P<v>'[^'\s]+'|\"[^\"\s]+\"|{_RUN}+)"  # one word: "hello world" is a message

@@ -121,6 +121,8 @@ def is_placeholder(value: str) -> bool:
         return True
     if s[0] == "%" and _PERCENT_VARIABLE.fullmatch(s):  # %(x)s, %PASSWORD%, not %4T%W4qm…
         return True
+    if only_format_fields(s):  # "%s:%s" % (user, pw), "{}:{}".format(user, pw)
+        return True
     if "..." in s or "…" in s or low.startswith(("enc[", "vault:")):
         return True
     if any(
@@ -184,6 +186,19 @@ _PERCENT_VARIABLE = re.compile(
     r"|[A-Za-z_][\w:.\-]*%|\{[^{}]*\}?|~?\d|\*)(?:\\[nrt])*"  # "%-20s\n" in a printf
 )
 
+# printf's and Python's format fields: "%s", "%(user)s", "%-8d", "{}", "{0}", "{user!r:>8}".
+_FORMAT_FIELD = re.compile(
+    r"%(?:\([\w.]*\))?[-+ #0]*\d*(?:\.\d+)?[sdifrxXeEgGc]|\{[\w.\[\]]*(?:![rsa])?(?::[^{}]*)?\}"
+)
+
+
+def only_format_fields(s: str) -> bool:
+    """A format string made of fields and punctuation alone ("%s:%s", "{}@{}"): a template
+    the code fills in, never a secret."""
+    rest = _FORMAT_FIELD.sub("", s)
+    return rest != s and not any(c.isalnum() for c in rest)
+
+
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.\-/]*|[A-Za-z]:\\\S*")
 
 _FILE_EXT = re.compile(
@@ -228,12 +243,15 @@ def is_code_ref(v: str) -> bool:
     return sum(is_wordy(p) for p in parts if p) * 2 >= len(parts)
 
 
-# "kestrel.Citron99": two or three words joined by dots, the last ending in two digits or
-# more, as people pick passwords. An attribute path looks the same to ``is_code_ref``, but
-# its last part rarely ends in a number (``self.password``, ``settings.DB_PASSWORD``,
-# ``user.pass2``, ``v1.api``): callers ask only under an explicit password label.
+# "kestrel.Citron99": two or three words joined by dots, the last one capitalised and
+# ending in two digits or more, as people pick passwords. An attribute path looks the same
+# to ``is_code_ref``, but its parts are lowercase, snake or upper case (``self.password``,
+# ``settings.DB_PASSWORD``, ``user.pass2``, ``vault.prod.db01``, ``tests.auth.test12``):
+# callers ask only under an explicit password label. Accented words too ("sapin.Grêle44").
+_LOWER_WORD = "[a-zß-öø-ÿ]{2,}"
+_TITLE_WORD = "[A-ZÀ-ÖØ-Þ][a-zß-öø-ÿ]+"
 _DOTTED_PASSWORD = re.compile(
-    r"(?:[a-z]{2,}|[A-Z][a-z]+)(?:\.(?:[a-z]{2,}|[A-Z][a-z]+)){1,2}\d{2,}"
+    rf"(?:{_LOWER_WORD}|{_TITLE_WORD})(?:\.(?:{_LOWER_WORD}|{_TITLE_WORD}))?\.{_TITLE_WORD}\d{{2,}}"
 )
 
 
