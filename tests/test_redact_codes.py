@@ -161,6 +161,14 @@ def alarm_code() -> str:
             return value
 
 
+def six_digits_no_clock() -> str:
+    """Six digits that are no HHMMSS time of day."""
+    while True:
+        value = digits(6)
+        if int(value[:2]) > 23 or int(value[2:4]) > 59 or int(value[4:]) > 59:
+            return value
+
+
 @pytest.mark.parametrize(
     "template",
     [
@@ -177,8 +185,6 @@ def alarm_code() -> str:
         "Alarm: {0} to disarm",
         "Alarme : {0} puis OFF",
         "Alarme : {0} puis ON",
-        "Alarm panel: {0}",
-        "Alarm system: {0}",
         "Alarme de la maison : {0}",
         "Alarm: {0} (disarm within 30 s)",
         "Alarm: {0}; panic: 9999",
@@ -197,7 +203,7 @@ def test_a_house_alarm_code_written_apart_or_with_a_hash() -> None:
     check("Alarm: {0}", ["#" + code_], "pin")
     check("Alarm: {0}", [f"{code_[:2]} {code_[2:]}"], "pin")
     check("Alarm: {0}", [" ".join(code_)], "pin")
-    check("Alarm: {0}", [digits(6)], "pin")
+    check("Alarm: {0}", [six_digits_no_clock()], "pin")
     # No hour past 23, no minute past 59: a code either way.
     late = f"{24 + secrets.randbelow(6)}{secrets.randbelow(60):02d}"
     early = f"{secrets.choice([h for h in range(24) if h not in (19, 20)]):02d}"
@@ -262,6 +268,15 @@ def test_a_house_alarm_code_written_apart_or_with_a_hash() -> None:
         "Alarme (télésurveillance) : 01 23 45 67 89",
         "Alarm panel model: 5834",
         "Alarm panel: DSC PC1616",
+        # A panel's or a system's number is its model; an appliance's alarm is a threshold.
+        "Alarm panel: 5800",
+        "Alarm: 063000",
+        "Alarm: 2400",
+        "Alarm panel: 1864 (DSC PowerSeries)",
+        "Alarm system: 2580",
+        "UPS alarm: 4800",
+        "Low battery alarm: 3300",
+        "Server room alarm: 2580",
         "Alarm ID: 4471",
         "Alarm reference: 88213",
         "Alarm contract: 4471-2290",

@@ -39,7 +39,9 @@ def _labels(*alternatives: str) -> str:
 # (see _alarm_code_ok), and it comes last, after "alarm code", "alarm keypad".
 _KEYPAD = "(?:door|gate|garage(?: door)?|front door|building|entry|entrance|alarm|shed) keypad"
 _BOXES = "lockbox|keybox|key box|key safe|padlock|cadenas"
-_ALARM = "alarme?"  # "Alarm panel:", "Alarme de la maison :": words before the separator
+_ALARM = (
+    "alarme?"  # "Alarme de la maison :": words before the separator ("panel", "system": a model)
+)
 _PIN_LABEL = _labels(
     "pin(?: (?:code|number))?",
     "puk(?: code)?",
@@ -176,20 +178,31 @@ _PLACE_VETO = frozenset(
     price threshold battery batteries invoice order zip postcode ext extension room size
     version firmware part id delay zone zones time times log event brand type warranty
     clock snooze count budget sound volume tone installed monitoring réveil heure horaire
-    télésurveillance
+    télésurveillance panel system
     """.split()
 )
-# An alarm that detects rather than guards: what follows its name is no code ("Fire alarm:
-# 2580 Hz", "Smoke alarm: 2019").
-_DETECTOR = re.compile(
-    r"(?<![\w-])(?:fire|smoke|co2?|carbon monoxide|gas|flood|water|leak|heat|temperature"
-    r"|low|high)[ \t]+\Z",
-    re.IGNORECASE,
+# Before "alarm" on its line, only markup and the words of a house's own alarm: "UPS alarm:
+# 3300", "Low battery alarm: 4800", "Fire alarm: 2580 Hz" name what sets it off, and what
+# follows is a threshold or a measure.
+_ALARM_OWNER = frozenset(
+    "house home burglar intruder security my the our la l mon ma notre".split()
 )
+_LINE_WORD = re.compile(r"[^\W\d_]+")
+
+
+def _alarm_owned(text: str, start: int) -> bool:
+    """Only markup, or the words of a house's alarm, stand before the label on its line."""
+    line_start = max(text.rfind("\n", 0, start) + 1, start - 40)
+    before = _LINE_WORD.findall(text[line_start:start].lower())
+    return all(w in _ALARM_OWNER for w in before)
+
+
 # An alarm's code: four to eight digits but five (a postcode: "Alarme : 75011."), maybe a
 # "#" around them ("#2580", "2580#"), or written apart ("25 80", "8 5 3 1"); never with
 # dashes ("31-12", "01-05" are dates).
 _ALARM_CODE = re.compile(r"#?(?:(?P<run>\d{4}|\d{6,8})|(?P<pair>\d\d \d\d)|\d(?: \d){3,7})#?")
+# A time of day: HHMM or HHMMSS on the 24-hour clock, and "2400" (midnight, in schedules).
+_CLOCK = re.compile(r"(?:[01]\d|2[0-3])[0-5]\d(?:[0-5]\d)?|2400")
 _YYYYMMDD = re.compile(r"(?:19|20)\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])")
 # After an alarm's code, the words that say what to do next ("2580 then OFF").
 _ALARM_GOES_ON = re.compile(
@@ -234,7 +247,7 @@ def _alarm_code_ok(v: str) -> bool:
     if m is None:
         return False
     written = (m["run"] or m["pair"] or "").replace(" ", "")
-    if len(written) == 4 and int(written[:2]) <= 23 and int(written[2:]) <= 59:
+    if _CLOCK.fullmatch(written):
         return False
     return _YYYYMMDD.fullmatch(written) is None
 
@@ -514,8 +527,8 @@ def _edits_for(text: str, label: re.Match[str], end: int) -> tuple[list[Edit], i
         if place and (bare or _vetoed(after["qual"], _PLACE_VETO)):
             return [], end  # "keypad 4471 model", "Padlock model: 1177"
         alarm = place and _ALARM_LABEL.fullmatch(label.group()) is not None
-        if alarm and _DETECTOR.search(text, max(0, label.start() - 20), label.start()):
-            return [], end  # "Fire alarm: 2580 Hz"
+        if alarm and not _alarm_owned(text, label.start()):
+            return [], end  # "Fire alarm: 2580 Hz", "UPS alarm: 4800"
         edit = _pin_edit(text, after.end(), end, bare, place, alarm)
     elif rule in ("cvv", "cid"):
         edit = _cvv_edit(text, after.end(), end)
