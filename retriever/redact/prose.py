@@ -224,8 +224,8 @@ _Check = Callable[[str, bool], bool]
 
 def _labelled_password_ok(v: str, strict: bool) -> bool:
     """A value after an explicit password label: as ``password_ok`` judges it, or dotted
-    words ending in a number ("Mot de passe : velvet.Bramble19"), which read as code
-    elsewhere."""
+    words ending in a capitalised word and a number ("Mot de passe : velvet.Bramble19"),
+    which read as code elsewhere."""
     return password_ok(v, strict) or (not strict and is_dotted_password(v))
 
 
