@@ -189,6 +189,7 @@ def six_digits_no_clock() -> str:
         "Alarm: {0} (disarm within 30 s)",
         "Alarm: {0}; panic: 9999",
         "- House alarm: {0}",
+        "Maison — Alarme : {0}, Wi-Fi : voir étiquette",
     ],
 )
 def test_a_house_alarm_code_after_alarm_alone(template: str) -> None:

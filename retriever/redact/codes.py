@@ -185,7 +185,7 @@ _PLACE_VETO = frozenset(
 # 3300", "Low battery alarm: 4800", "Fire alarm: 2580 Hz" name what sets it off, and what
 # follows is a threshold or a measure.
 _ALARM_OWNER = frozenset(
-    "house home burglar intruder security my the our la l mon ma notre".split()
+    "house home burglar intruder security my the our la l mon ma notre maison".split()
 )
 _LINE_WORD = re.compile(r"[^\W\d_]+")
 
