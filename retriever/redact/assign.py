@@ -7,7 +7,6 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
-from retriever.lexical import STOPWORDS
 from retriever.redact.core import MARK, Edit, Note, marker, splice
 from retriever.redact.values import (
     CAMEL_WORD,
@@ -15,9 +14,9 @@ from retriever.redact.values import (
     DIGITS,
     HEXLIKE,
     VOWEL,
-    bip39_words,
     high_entropy,
     is_code_ref,
+    is_common_word,
     is_dotted_password,
     is_identifier,
     is_multiword,
@@ -26,6 +25,7 @@ from retriever.redact.values import (
     is_prose,
     is_wordy,
     looks_random,
+    made_up_groups,
     userpass_b64,
 )
 
@@ -381,9 +381,6 @@ def run_end(text: str, pos: int) -> int:
 _APP_PASSWORD = re.compile(r"[a-z]{4}(?: [a-z]{4}){3}")
 
 
-_ALPHABET = "abcdefghijklmnopqrstuvwxyz"
-
-
 def _app_password(v: str) -> bool:
     """Four groups of four letters, at most one of them a common word: "this will work
     fine" and "some long text here" are sentences. Not a made-up one: a group repeated
@@ -392,12 +389,7 @@ def _app_password(v: str) -> bool:
     if not _APP_PASSWORD.fullmatch(v):
         return False
     groups = v.split()
-    if len(set(groups)) < 4 or any(len(set(g)) == 1 for g in groups):
-        return False
-    if all(g in _ALPHABET for g in groups):
-        return False
-    common = bip39_words()
-    return sum(w in STOPWORDS or w in common for w in groups) <= 1
+    return not made_up_groups(groups) and sum(map(is_common_word, groups)) <= 1
 
 
 # What a name before "_KEY" says the key is: a lookup, an index, a hash or a public key's

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from retriever.lexical import STOPWORDS
 from retriever.redact.assign import VETO_LAST
 from retriever.redact.core import LINE_BREAKS, MARK, Edit, Note, keep_first, marker
-from retriever.redact.values import bip39_words, is_wordy
+from retriever.redact.values import bip39_words, is_common_word, is_wordy
 
 _S = r"[ \t]+"
 
@@ -365,8 +365,7 @@ def _code_shaped(token: str) -> bool:
         return False
     if "-" not in token and is_wordy(token):
         return False
-    common = bip39_words()
-    return not any(p.lower() in STOPWORDS or p.lower() in common for p in token.split("-"))
+    return not any(is_common_word(p.lower()) for p in token.split("-"))
 
 
 _SHAPE = re.compile(r"[A-Za-z0-9]")

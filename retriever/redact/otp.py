@@ -18,9 +18,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from retriever.lexical import STOPWORDS
 from retriever.redact.core import Edit, Note, keep_first, marker
-from retriever.redact.values import bip39_words
+from retriever.redact.values import is_common_word, made_up_groups
 
 # A label naming a two-factor key may have words before its separator: "TOTP seed for the
 # AWS root account:", "Clé 2FA (TOTP) Binance à saisir manuellement :". A bare "setup key"
@@ -50,20 +49,16 @@ _DIGIT = re.compile(r"[2-7]")
 _HINTS = ("2fa", "mfa", "totp", "otp", "authenticator", "factor", "2-step", "setup", "secret")
 # A key of letters only: eight groups of four or more, as Google and Binance show one.
 _LETTER_GROUPS = re.compile(r"[a-z]{4}(?: [a-z]{4}){7,63}")
-_ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 
 
 def _letters_only_key(v: str) -> bool:
     """A 32-character key or longer with no digit 2-7 (one in thirty random keys lacks one),
     after a label naming a two-factor key: its groups not words ("this that what when"),
-    not repeated, not the alphabet's order."""
+    not made up (``made_up_groups``)."""
     if _LETTER_GROUPS.fullmatch(v) is None:
         return False
     groups = v.split()
-    if len(set(groups)) < len(groups) or all(g in _ALPHABET for g in groups):
-        return False
-    common = bip39_words()
-    return sum(g in STOPWORDS or g in common for g in groups) * 4 <= len(groups)
+    return not made_up_groups(groups) and sum(map(is_common_word, groups)) * 4 <= len(groups)
 
 
 def redact_otp(note: Note, counts: Counter[str]) -> str:

@@ -8,8 +8,10 @@ import math
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Sequence
 from functools import cache
 
+from retriever.lexical import STOPWORDS
 from retriever.redact.core import MARK
 
 _LOWER = re.compile(r"[a-z]")
@@ -269,3 +271,23 @@ def bip39_words() -> frozenset[str]:
         return frozenset()
     words = Mnemonic("english").wordlist + Mnemonic("french").wordlist
     return frozenset(unicodedata.normalize("NFC", w) for w in words)
+
+
+def is_common_word(word: str) -> bool:
+    """A function word (English or French) or a word of the BIP-39 lists: what prose, not a
+    random code, is made of."""
+    return word in STOPWORDS or word in bip39_words()
+
+
+_ALPHABET = "abcdefghijklmnopqrstuvwxyz"
+
+
+def made_up_groups(groups: Sequence[str]) -> bool:
+    """Letter groups an example is made of: one repeated ("none none none none"), one letter
+    over and over ("aaaa"), or every group in the alphabet's order ("abcd efgh ijkl mnop",
+    Google's own example)."""
+    return (
+        len(set(groups)) < len(groups)
+        or any(len(set(g)) == 1 for g in groups)
+        or all(g in _ALPHABET for g in groups)
+    )
