@@ -39,9 +39,8 @@ def _labels(*alternatives: str) -> str:
 # (see _alarm_code_ok), and it comes last, after "alarm code", "alarm keypad".
 _KEYPAD = "(?:door|gate|garage(?: door)?|front door|building|entry|entrance|alarm|shed) keypad"
 _BOXES = "lockbox|keybox|key box|key safe|padlock|cadenas"
-_ALARM = (
-    "alarme?"  # "Alarme de la maison :": words before the separator ("panel", "system": a model)
-)
+# "Alarme de la maison :": words before the separator ("panel", "system": a model's).
+_ALARM = "alarme?"
 _PIN_LABEL = _labels(
     "pin(?: (?:code|number))?",
     "puk(?: code)?",
